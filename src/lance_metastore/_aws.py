@@ -1,0 +1,146 @@
+"""AWS clients for the Glue backend: credentials, assumed roles that renew, retries.
+
+Credentials, in order: assume ``assume_role_arn`` (its source credentials being the static
+keys or the default chain), else static keys (with ``session_token``), else ``profile_name``,
+else boto3's default chain. Assumed-role credentials are botocore ``RefreshableCredentials``:
+they are renewed through STS before they expire, in whichever thread needs them first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from datetime import datetime, timezone
+from typing import Any
+
+import boto3
+import botocore.session
+from botocore.config import Config
+from botocore.credentials import RefreshableCredentials
+
+from .config import Settings
+
+logger = logging.getLogger("lance_metastore.glue")
+
+DEFAULT_SESSION_NAME = "lance-metastore"
+
+
+def _source_session(settings: Settings) -> boto3.Session:
+    """The session whose credentials sign Glue calls, or the STS call that assumes a role."""
+    kwargs: dict[str, Any] = {}
+    if settings["access_key_id"]:
+        kwargs["aws_access_key_id"] = settings["access_key_id"]
+        kwargs["aws_secret_access_key"] = settings["secret_access_key"]
+        if settings["session_token"]:
+            kwargs["aws_session_token"] = settings["session_token"]
+    elif settings["profile_name"]:
+        kwargs["profile_name"] = settings["profile_name"]
+    if settings["region"]:
+        kwargs["region_name"] = settings["region"]
+    return boto3.Session(**kwargs)
+
+
+def _client_config(settings: Settings) -> Config:
+    return Config(
+        retries={"max_attempts": settings["max_retries"], "mode": settings["retry_mode"]},
+        connect_timeout=settings["connect_timeout_sec"],
+        read_timeout=settings["read_timeout_sec"],
+        max_pool_connections=32,
+        user_agent_extra="lance-metastore",
+    )
+
+
+def _sts_client(settings: Settings) -> Any:
+    region = settings["assume_role_region"] or settings["region"]
+    kwargs: dict[str, Any] = {"config": _client_config(settings)}
+    if region:
+        kwargs["region_name"] = region
+    endpoint = sts_endpoint(settings)
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    return _source_session(settings).client("sts", **kwargs)
+
+
+def sts_endpoint(settings: Settings) -> str | None:
+    """``sts_endpoint``, else a custom Glue ``endpoint`` (compatible servers serve both)."""
+    return settings["sts_endpoint"] or settings["endpoint"]
+
+
+def assumed_role_credentials(settings: Settings) -> RefreshableCredentials:
+    """Credentials of ``assume_role_arn`` that STS renews ahead of their expiry."""
+    sts = _sts_client(settings)
+    duration = int(settings["assume_role_timeout_sec"])
+    session_name = settings["assume_role_session_name"] or _default_session_name()
+
+    def fetch() -> dict[str, str]:
+        kwargs: dict[str, Any] = {
+            "RoleArn": settings["assume_role_arn"],
+            "RoleSessionName": session_name,
+            "DurationSeconds": duration,
+        }
+        if settings["assume_role_external_id"]:
+            kwargs["ExternalId"] = settings["assume_role_external_id"]
+        credentials = sts.assume_role(**kwargs)["Credentials"]
+        expiration = credentials["Expiration"]
+        if isinstance(expiration, datetime):
+            expiration = expiration.astimezone(timezone.utc).isoformat()
+        logger.info(
+            "assumed role %s (session %s) until %s",
+            settings["assume_role_arn"],
+            session_name,
+            expiration,
+        )
+        return {
+            "access_key": credentials["AccessKeyId"],
+            "secret_key": credentials["SecretAccessKey"],
+            "token": credentials["SessionToken"],
+            "expiry_time": expiration,
+        }
+
+    credentials = RefreshableCredentials.create_from_metadata(
+        metadata=fetch(), refresh_using=fetch, method="sts-assume-role"
+    )
+    # botocore renews 15 minutes (advisory) / 10 minutes (mandatory) before expiry; short
+    # sessions need proportionally shorter margins or they would renew on every call.
+    credentials._advisory_refresh_timeout = min(15 * 60, duration // 4)
+    credentials._mandatory_refresh_timeout = min(10 * 60, duration // 8)
+    return credentials
+
+
+def _default_session_name() -> str:
+    host = socket.gethostname().split(".")[0][:32] or "host"
+    return f"{DEFAULT_SESSION_NAME}-{host}-{os.getpid()}"[:64]
+
+
+def _session(settings: Settings) -> boto3.Session:
+    if not settings["assume_role_arn"]:
+        return _source_session(settings)
+    core = botocore.session.get_session()
+    core._credentials = assumed_role_credentials(settings)
+    return boto3.Session(botocore_session=core, region_name=settings["region"])
+
+
+def glue_client(settings: Settings) -> Any:
+    kwargs: dict[str, Any] = {"config": _client_config(settings)}
+    if settings["region"]:
+        kwargs["region_name"] = settings["region"]
+    if settings["endpoint"]:
+        kwargs["endpoint_url"] = settings["endpoint"]
+    return _session(settings).client("glue", **kwargs)
+
+
+def caller_account(settings: Settings) -> str:
+    """The account id of the identity that signs Glue calls (the default root catalog)."""
+    sts = _sts_client(settings) if not settings["assume_role_arn"] else None
+    if sts is None:
+        session = _session(settings)
+        kwargs: dict[str, Any] = {"config": _client_config(settings)}
+        region = settings["assume_role_region"] or settings["region"]
+        if region:
+            kwargs["region_name"] = region
+        endpoint = sts_endpoint(settings)
+        if endpoint:
+            kwargs["endpoint_url"] = endpoint
+        sts = session.client("sts", **kwargs)
+    return sts.get_caller_identity()["Account"]

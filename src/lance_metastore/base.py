@@ -1,0 +1,569 @@
+"""The operations of the Lance namespace spec, written once for every catalog backend.
+
+:class:`CatalogNamespace` owns the rules that the specs share: request shapes, identifier
+checks, creation and drop modes, error codes, Lance-table identification, default locations,
+sorting and paging, schema-to-columns sync. A backend (Glue, Hive) subclasses it and supplies
+a handful of primitives that talk to its catalog; it never re-implements a rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from lance_namespace import (
+    CreateNamespaceRequest,
+    CreateNamespaceResponse,
+    DeclareTableRequest,
+    DeclareTableResponse,
+    DeregisterTableRequest,
+    DeregisterTableResponse,
+    DescribeNamespaceRequest,
+    DescribeNamespaceResponse,
+    DescribeTableRequest,
+    DescribeTableResponse,
+    DropNamespaceRequest,
+    DropNamespaceResponse,
+    DropTableRequest,
+    DropTableResponse,
+    LanceNamespace,
+    ListNamespacesRequest,
+    ListNamespacesResponse,
+    ListTablesRequest,
+    ListTablesResponse,
+    NamespaceExistsRequest,
+    RegisterTableRequest,
+    RegisterTableResponse,
+    TableExistsRequest,
+)
+from lance_namespace.errors import (
+    InvalidInputError,
+    LanceNamespaceError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+
+from . import tables
+from .config import ROOT, Property, Settings, parse_properties
+from .errors import translate_errors
+from .identifiers import Path, describe, split_identifier
+from .paging import Pager
+from .requests import coerce_request
+from .schema import CatalogColumn, catalog_columns
+from .tables import TableEntry
+
+logger = logging.getLogger("lance_metastore")
+
+# Modes, as the spec spells them; matched case-insensitively, "_" optional.
+CREATE, EXIST_OK, OVERWRITE = "create", "exist_ok", "overwrite"
+FAIL, SKIP = "fail", "skip"
+RESTRICT, CASCADE = "restrict", "cascade"
+
+
+def _mode(value: str | None, default: str, allowed: Sequence[str], what: str) -> str:
+    if value is None or value == "":
+        return default
+    normalized = value.strip().lower().replace("-", "_")
+    if normalized == "existok":
+        normalized = EXIST_OK
+    if normalized not in allowed:
+        raise InvalidInputError(
+            f"Invalid {what} {value!r}: expected one of {', '.join(m.upper() for m in allowed)}"
+        )
+    return normalized
+
+
+class CatalogNamespace(LanceNamespace):
+    """Shared flow of every operation; subclasses implement the ``_catalog_*`` primitives."""
+
+    PROPERTIES: ClassVar[tuple[Property, ...]] = (ROOT,)
+    # Whether DropNamespace may cascade (Glue: no, by its spec; Hive: yes).
+    SUPPORTS_CASCADE: ClassVar[bool] = False
+
+    def __init__(self, **properties: Any) -> None:
+        self._settings: Settings = parse_properties(
+            type(self).__name__, properties, self.PROPERTIES
+        )
+        self._pager = Pager()
+        self._configure(self._settings)
+
+    # ----------------------------------------------------------------------------------------
+    # Identity, pickling, configuration
+    # ----------------------------------------------------------------------------------------
+
+    def _configure(self, settings: Settings) -> None:
+        """Backend hook: check cross-property rules; must not open connections."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Only the configuration travels (to Spark executors, say); clients are rebuilt lazily.
+        return {"properties": dict(self._settings.raw)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["properties"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v!r}" for k, v in sorted(self._settings.public_view().items()))
+        return f"{type(self).__name__}({shown})"
+
+    @property
+    def root(self) -> str:
+        """Where tables without a location of their own are placed."""
+        return self._settings["root"] or os.getcwd()
+
+    @property
+    def storage_options(self) -> dict[str, str]:
+        """The ``storage.*`` properties, prefix removed, as Lance expects them."""
+        return dict(self._settings.storage_options)
+
+    def close(self) -> None:
+        """Release connections; the object stays usable and reconnects on demand."""
+
+    def __enter__(self) -> CatalogNamespace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ----------------------------------------------------------------------------------------
+    # Primitives a backend implements
+    # ----------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def _normalize_namespace(self, parts: Path) -> Path:
+        """Validate a namespace path (depth, name rules) and return it normalized."""
+
+    @abstractmethod
+    def _normalize_table(self, parts: Path) -> tuple[Path, str]:
+        """Validate a table id; return (namespace path, table name) normalized."""
+
+    @abstractmethod
+    def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
+        """Map a client-library exception to a namespace error (None if unknown)."""
+
+    @abstractmethod
+    def _catalog_get_namespace(self, path: Path) -> dict[str, str] | None:
+        """Properties of an existing non-root namespace, or None when it does not exist."""
+
+    def _catalog_root_properties(self) -> dict[str, str]:
+        return {}
+
+    @abstractmethod
+    def _catalog_create_namespace(self, path: Path, properties: Mapping[str, str]) -> None:
+        """Create it; raise NamespaceAlreadyExistsError, or NamespaceNotFoundError (parent)."""
+
+    @abstractmethod
+    def _catalog_replace_namespace_properties(
+        self, path: Path, properties: Mapping[str, str]
+    ) -> None:
+        """Replace the properties of an existing namespace (OVERWRITE mode)."""
+
+    @abstractmethod
+    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+        """True when the namespace holds no table of any kind and no child namespace."""
+
+    @abstractmethod
+    def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
+        """Drop it; with cascade, deregister its tables (never deleting data) first."""
+
+    @abstractmethod
+    def _catalog_list_namespaces(self, path: Path) -> list[str]:
+        """Names of the direct children; NamespaceNotFoundError if ``path`` does not exist."""
+
+    @abstractmethod
+    def _catalog_list_lance_tables(self, path: Path) -> list[str]:
+        """Names of the Lance tables in a namespace; NamespaceNotFoundError if missing."""
+
+    @abstractmethod
+    def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
+        """The table, Lance or not, or None when it (or its namespace) does not exist."""
+
+    @abstractmethod
+    def _catalog_create_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        """Create it; raise NamespaceNotFoundError or TableAlreadyExistsError."""
+
+    @abstractmethod
+    def _catalog_update_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    ) -> None:
+        """Replace location/parameters (and columns when given) of an existing table.
+
+        Conditional on ``entry.version_token`` where the backend supports it: a concurrent
+        change raises ConcurrentModificationError.
+        """
+
+    @abstractmethod
+    def _catalog_delete_table(self, path: Path, name: str) -> None:
+        """Remove the catalog entry only; TableNotFoundError if it is gone."""
+
+    @abstractmethod
+    def _catalog_table_base(self, path: Path) -> str:
+        """Where the tables of this namespace go by default (its location, or under root)."""
+
+    # ----------------------------------------------------------------------------------------
+    # Shared helpers
+    # ----------------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _operation(self, operation: str, raw_id: Any) -> Iterator[None]:
+        with translate_errors(
+            operation,
+            _target(raw_id),
+            self._translate_error,
+            self._settings.secrets(),
+        ):
+            yield
+
+    def _namespace_path(self, raw_id: Any) -> Path:
+        return self._normalize_namespace(split_identifier(raw_id))
+
+    def _table_path(self, raw_id: Any) -> tuple[Path, str]:
+        parts = split_identifier(raw_id)
+        if not parts:
+            raise InvalidInputError("A table identifier is required")
+        return self._normalize_table(parts)
+
+    def _require_table(self, path: Path, name: str) -> TableEntry:
+        entry = self._catalog_get_table(path, name)
+        if entry is None:
+            raise TableNotFoundError(f"Table {describe((*path, name))} does not exist")
+        return entry
+
+    def _require_lance_table(self, path: Path, name: str) -> TableEntry:
+        entry = self._require_table(path, name)
+        if not entry.is_lance:
+            raise InvalidInputError(
+                f"Table {describe((*path, name))} is not a Lance table "
+                f"(table type {entry.table_type!r}, parameters lack table_type=lance)"
+            )
+        return entry
+
+    def _storage_options_or_none(self) -> dict[str, str] | None:
+        return self.storage_options or None
+
+    def _open_dataset(self, location: str) -> Any:
+        import lance
+
+        return lance.dataset(location, storage_options=self.storage_options or None)
+
+    def _dataset_schema(self, location: str | None) -> pa.Schema | None:
+        """The Lance schema at ``location``, or None when no dataset is there yet."""
+        if not location:
+            return None
+        if "://" not in location and not os.path.isdir(os.path.join(location, "_versions")):
+            return None  # cheap local check before asking Lance
+        try:
+            return self._open_dataset(location).schema
+        except Exception:
+            return None
+
+    def _declared_parameters(self, properties: Mapping[str, str] | None) -> dict[str, str]:
+        params = tables.table_parameters(properties, self._default_managed_by())
+        if params[tables.MANAGED_BY_KEY] == tables.MANAGED_BY_IMPL:
+            self._require_managed_versioning()
+        return params
+
+    def _default_managed_by(self) -> str:
+        return tables.MANAGED_BY_STORAGE
+
+    def _require_managed_versioning(self) -> None:
+        raise UnsupportedOperationError(
+            f"{type(self).__name__} does not yet arbitrate commits of tables with "
+            "managed_by=impl; declare the table with managed_by=storage"
+        )
+
+    def _managed_versioning(self, entry: TableEntry) -> bool:
+        return entry.managed_by == tables.MANAGED_BY_IMPL
+
+    def sync_table_columns(self, table_id: Any) -> list[CatalogColumn]:
+        """Make the catalog columns of a Lance table match its dataset's current schema.
+
+        Called after writes that know they changed the schema (the Spark writer does); the
+        catalog cannot be told otherwise when Lance commits straight to storage.
+        """
+        with self._operation("sync columns of table", table_id):
+            path, name = self._table_path(table_id)
+            entry = self._require_lance_table(path, name)
+            schema = self._dataset_schema(entry.location)
+            if schema is None:
+                raise TableNotFoundError(
+                    f"Table {describe((*path, name))} has no Lance dataset at {entry.location!r}"
+                )
+            columns = catalog_columns(schema)
+            self._catalog_update_table(path, entry, columns)
+            return columns
+
+    # ----------------------------------------------------------------------------------------
+    # Namespace operations
+    # ----------------------------------------------------------------------------------------
+
+    def create_namespace(self, request: Any = None) -> CreateNamespaceResponse:
+        raw_id = _raw_id(request)
+        with self._operation("create namespace", raw_id):
+            req = coerce_request(request, CreateNamespaceRequest)
+            path = self._namespace_path(req.id)
+            mode = _mode(req.mode, CREATE, (CREATE, EXIST_OK, OVERWRITE), "create mode")
+            properties = dict(req.properties or {})
+            if not path:
+                if mode == OVERWRITE:
+                    raise UnsupportedOperationError("The root namespace cannot be overwritten")
+                if mode == CREATE:
+                    raise NamespaceAlreadyExistsError("The root namespace always exists")
+                return CreateNamespaceResponse(properties=self._catalog_root_properties())
+            existing = self._catalog_get_namespace(path)
+            if existing is not None:
+                if mode == CREATE:
+                    raise NamespaceAlreadyExistsError(f"Namespace {describe(path)} already exists")
+                if mode == EXIST_OK:
+                    return CreateNamespaceResponse(properties=existing)
+                self._catalog_replace_namespace_properties(path, properties)
+            else:
+                try:
+                    self._catalog_create_namespace(path, properties)
+                except NamespaceAlreadyExistsError:
+                    if mode == CREATE:
+                        raise
+                    if mode == OVERWRITE:
+                        self._catalog_replace_namespace_properties(path, properties)
+            stored = self._catalog_get_namespace(path)
+            return CreateNamespaceResponse(properties=stored if stored is not None else properties)
+
+    def describe_namespace(self, request: Any = None) -> DescribeNamespaceResponse:
+        raw_id = _raw_id(request)
+        with self._operation("describe namespace", raw_id):
+            req = coerce_request(request, DescribeNamespaceRequest)
+            path = self._namespace_path(req.id)
+            if not path:
+                return DescribeNamespaceResponse(properties=self._catalog_root_properties())
+            properties = self._catalog_get_namespace(path)
+            if properties is None:
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            return DescribeNamespaceResponse(properties=properties)
+
+    def namespace_exists(self, request: Any = None) -> None:
+        raw_id = _raw_id(request)
+        with self._operation("check namespace", raw_id):
+            req = coerce_request(request, NamespaceExistsRequest)
+            path = self._namespace_path(req.id)
+            if path and self._catalog_get_namespace(path) is None:
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+
+    def drop_namespace(self, request: Any = None) -> DropNamespaceResponse:
+        raw_id = _raw_id(request)
+        with self._operation("drop namespace", raw_id):
+            req = coerce_request(request, DropNamespaceRequest)
+            path = self._namespace_path(req.id)
+            mode = _mode(req.mode, FAIL, (FAIL, SKIP), "drop mode")
+            behavior = _mode(req.behavior, RESTRICT, (RESTRICT, CASCADE), "drop behavior")
+            if not path:
+                raise InvalidInputError("The root namespace cannot be dropped")
+            if behavior == CASCADE and not self.SUPPORTS_CASCADE:
+                raise UnsupportedOperationError(
+                    f"{type(self).__name__} supports only RESTRICT drops; "
+                    f"drop the tables of {describe(path)} first"
+                )
+            properties = self._catalog_get_namespace(path)
+            if properties is None:
+                if mode == SKIP:
+                    return DropNamespaceResponse()
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            if behavior == RESTRICT and not self._catalog_namespace_is_empty(path):
+                raise NamespaceNotEmptyError(
+                    f"Namespace {describe(path)} is not empty: it holds tables or namespaces"
+                )
+            try:
+                self._catalog_drop_namespace(path, cascade=behavior == CASCADE)
+            except NamespaceNotFoundError:
+                if mode != SKIP:
+                    raise
+            return DropNamespaceResponse(properties=properties)
+
+    def list_namespaces(self, request: Any = None) -> ListNamespacesResponse:
+        raw_id = _raw_id(request)
+        with self._operation("list namespaces of", raw_id):
+            req = coerce_request(request, ListNamespacesRequest)
+            path = self._namespace_path(req.id)
+            names, token = self._pager.page(
+                ("namespaces", path),
+                lambda: self._catalog_list_namespaces(path),
+                req.page_token,
+                req.limit,
+            )
+            return ListNamespacesResponse(namespaces=names, page_token=token)
+
+    # ----------------------------------------------------------------------------------------
+    # Table operations
+    # ----------------------------------------------------------------------------------------
+
+    def list_tables(self, request: Any = None) -> ListTablesResponse:
+        raw_id = _raw_id(request)
+        with self._operation("list tables of", raw_id):
+            req = coerce_request(request, ListTablesRequest)
+            path = self._namespace_path(req.id)
+            if not path:
+                raise InvalidInputError("The root namespace holds no tables; name a namespace")
+            include_declared = req.include_declared is not False
+
+            def fetch() -> list[str]:
+                names = self._catalog_list_lance_tables(path)
+                if include_declared:
+                    return names
+                return [n for n in names if self._has_data(path, n)]
+
+            names, token = self._pager.page(
+                ("tables", path, include_declared), fetch, req.page_token, req.limit
+            )
+            return ListTablesResponse(tables=names, page_token=token)
+
+    def _has_data(self, path: Path, name: str) -> bool:
+        entry = self._catalog_get_table(path, name)
+        return entry is not None and self._dataset_schema(entry.location) is not None
+
+    def declare_table(self, request: Any = None) -> DeclareTableResponse:
+        raw_id = _raw_id(request)
+        with self._operation("declare table", raw_id):
+            req = coerce_request(request, DeclareTableRequest)
+            path, name = self._table_path(req.id)
+            parameters = self._declared_parameters(req.properties)
+            if req.location is not None:
+                location = tables.check_location(req.location, f"Table {describe((*path, name))}")
+            else:
+                location = tables.default_table_location(self._catalog_table_base(path), name)
+            entry = TableEntry(name=name, location=location, parameters=parameters)
+            self._catalog_create_table(path, entry, [])
+            return DeclareTableResponse(
+                location=location,
+                storage_options=self._storage_options_or_none(),
+                properties=parameters,
+                managed_versioning=self._managed_versioning(entry),
+            )
+
+    def create_empty_table(self, request: Any = None) -> DeclareTableResponse:
+        """Deprecated name of :meth:`declare_table`, still called by older Lance clients."""
+        return self.declare_table(request)
+
+    def register_table(self, request: Any = None) -> RegisterTableResponse:
+        raw_id = _raw_id(request)
+        with self._operation("register table", raw_id):
+            req = coerce_request(request, RegisterTableRequest)
+            path, name = self._table_path(req.id)
+            mode = _mode(req.mode, CREATE, (CREATE, OVERWRITE), "register mode")
+            location = tables.check_location(req.location, f"Table {describe((*path, name))}")
+            parameters = self._declared_parameters(req.properties)
+            schema = self._dataset_schema(location)
+            if schema is None:
+                raise InvalidInputError(
+                    f"Cannot register {describe((*path, name))}: no Lance dataset at {location!r}"
+                )
+            entry = TableEntry(name=name, location=location, parameters=parameters)
+            columns = catalog_columns(schema)
+            try:
+                self._catalog_create_table(path, entry, columns)
+            except TableAlreadyExistsError:
+                if mode != OVERWRITE:
+                    raise
+                existing = self._require_lance_table(path, name)
+                entry.version_token = existing.version_token
+                self._catalog_update_table(path, entry, columns)
+            return RegisterTableResponse(location=location, properties=parameters)
+
+    def describe_table(self, request: Any = None) -> DescribeTableResponse:
+        raw_id = _raw_id(request)
+        with self._operation("describe table", raw_id):
+            req = coerce_request(request, DescribeTableRequest)
+            if req.load_detailed_metadata:
+                raise UnsupportedOperationError(
+                    "load_detailed_metadata=true is not supported: the catalog keeps the "
+                    "location only; open the dataset with Lance for version, schema and stats"
+                )
+            path, name = self._table_path(req.id)
+            entry = self._require_lance_table(path, name)
+            location = tables.check_location(entry.location, f"Table {describe((*path, name))}")
+            only_declared: bool | None = None
+            if req.check_declared or not entry.has_columns:
+                schema = self._dataset_schema(location)
+                if req.check_declared:
+                    only_declared = schema is None
+                if schema is not None and not entry.has_columns:
+                    self._sync_columns_quietly(path, entry, schema)
+            return DescribeTableResponse(
+                table=name,
+                namespace=list(path),
+                location=location,
+                table_uri=location if req.with_table_uri else None,
+                storage_options=self._storage_options_or_none(),
+                properties=dict(entry.parameters),
+                managed_versioning=self._managed_versioning(entry),
+                is_only_declared=only_declared,
+            )
+
+    def _sync_columns_quietly(self, path: Path, entry: TableEntry, schema: pa.Schema) -> None:
+        """First describe after the first write: record the real columns, best effort."""
+        try:
+            self._catalog_update_table(path, entry, catalog_columns(schema))
+        except LanceNamespaceError as error:
+            logger.info("could not record columns of %s: %s", describe((*path, entry.name)), error)
+        except Exception as error:
+            logger.info("could not record columns of %s: %s", describe((*path, entry.name)), error)
+
+    def table_exists(self, request: Any = None) -> None:
+        raw_id = _raw_id(request)
+        with self._operation("check table", raw_id):
+            req = coerce_request(request, TableExistsRequest)
+            path, name = self._table_path(req.id)
+            self._require_lance_table(path, name)
+
+    def deregister_table(self, request: Any = None) -> DeregisterTableResponse:
+        raw_id = _raw_id(request)
+        with self._operation("deregister table", raw_id):
+            req = coerce_request(request, DeregisterTableRequest)
+            path, name = self._table_path(req.id)
+            entry = self._require_lance_table(path, name)
+            self._catalog_delete_table(path, name)
+            return DeregisterTableResponse(
+                id=[*path, name], location=entry.location, properties=dict(entry.parameters)
+            )
+
+    def drop_table(self, request: Any = None) -> DropTableResponse:
+        raw_id = _raw_id(request)
+        with self._operation("drop table", raw_id):
+            req = coerce_request(request, DropTableRequest)
+            path, name = self._table_path(req.id)
+            entry = self._require_lance_table(path, name)
+            # The entry goes first: if deleting data then fails, the data can be registered
+            # again; the other order could leave a catalog entry pointing at nothing.
+            self._catalog_delete_table(path, name)
+            if entry.location and self._dataset_schema(entry.location) is not None:
+                import lance
+
+                lance.LanceDataset.drop(
+                    entry.location, self.storage_options or None, ignore_not_found=True
+                )
+            return DropTableResponse(
+                id=[*path, name], location=entry.location, properties=dict(entry.parameters)
+            )
+
+
+def _raw_id(request: Any) -> Any:
+    if request is None:
+        return None
+    if isinstance(request, dict):
+        return request.get("id")
+    return getattr(request, "id", None)
+
+
+def _target(raw_id: Any) -> str:
+    try:
+        return describe(split_identifier(raw_id))
+    except LanceNamespaceError:
+        return repr(raw_id)

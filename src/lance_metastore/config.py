@@ -1,0 +1,174 @@
+"""Configuration: string properties in, typed settings out, secrets kept out of sight.
+
+Each backend declares its properties once as :class:`Property` objects; :func:`parse_properties`
+checks the whole set (unknown keys and malformed values are InvalidInputError at construction,
+naming the property) and knows which values are secrets, so ``repr`` and error messages can
+leave them out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Any
+
+from lance_namespace.errors import InvalidInputError
+
+STORAGE_PREFIX = "storage."
+
+
+@dataclass(frozen=True)
+class Property:
+    """One configuration property: its name, how to parse it, its default, whether secret."""
+
+    name: str
+    doc: str
+    parse: Callable[[str], Any] = str
+    default: Any = None
+    secret: bool = False
+
+
+def non_empty(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty")
+    return value.strip()
+
+
+def positive_int(value: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"must be a whole number, got {value!r}") from None
+    if number <= 0:
+        raise ValueError(f"must be greater than 0, got {number}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        raise ValueError(f"must be a number, got {value!r}") from None
+    if not number > 0:
+        raise ValueError(f"must be greater than 0, got {number}")
+    return number
+
+
+def boolean(value: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {value!r}")
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {value!r}")
+        return text
+
+    return parse
+
+
+def absolute_root(value: str) -> str:
+    """A storage root: a URI (``s3://...``) is kept, a local path is made absolute."""
+    value = non_empty(value)
+    if "://" in value:
+        return value.rstrip("/")
+    return os.path.abspath(os.path.expanduser(value))
+
+
+ROOT = Property(
+    "root",
+    "Storage root under which tables get their default location",
+    absolute_root,
+    default=None,
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Parsed configuration: typed values, ``storage.*`` options and the original strings."""
+
+    values: Mapping[str, Any]
+    storage_options: Mapping[str, str]
+    raw: Mapping[str, str]
+    secret_names: frozenset[str]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def secrets(self) -> list[str]:
+        """Every secret value, including secret-looking storage options."""
+        found = [str(self.raw[name]) for name in self.secret_names if self.raw.get(name)]
+        found += [
+            value for key, value in self.storage_options.items() if looks_secret(key) and value
+        ]
+        return found
+
+    def public_view(self) -> dict[str, str]:
+        """The properties with every secret replaced, for repr and logs."""
+        shown: dict[str, str] = {}
+        for key, value in self.raw.items():
+            is_secret = key in self.secret_names or (
+                key.startswith(STORAGE_PREFIX) and looks_secret(key)
+            )
+            shown[key] = "***" if is_secret else str(value)
+        return shown
+
+
+_SECRET_WORDS = ("secret", "password", "token", "credential", "private", "sas", "key_id", "key")
+
+
+def looks_secret(key: str) -> bool:
+    """Storage option names are free-form; treat anything key-, token- or secret-like as secret."""
+    lowered = key.lower()
+    if lowered.endswith(("region", "endpoint", "allow_http", "bucket")):
+        return False
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+def parse_properties(
+    owner: str,
+    properties: Mapping[str, Any],
+    declared: Iterable[Property],
+) -> Settings:
+    """Check and parse ``properties`` against the declared ones.
+
+    Raises InvalidInputError naming the property for an unknown key or a malformed value.
+    """
+    by_name = {prop.name: prop for prop in declared}
+    values: dict[str, Any] = {name: prop.default for name, prop in by_name.items()}
+    storage: dict[str, str] = {}
+    raw: dict[str, str] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str):
+            raise InvalidInputError(f"{owner}: property names must be strings, got {key!r}")
+        if value is None:
+            continue
+        raw[key] = value if isinstance(value, str) else str(value)
+        if key.startswith(STORAGE_PREFIX):
+            option = key[len(STORAGE_PREFIX) :]
+            if not option:
+                raise InvalidInputError(f"{owner}: property {key!r} names no storage option")
+            storage[option] = raw[key]
+            continue
+        prop = by_name.get(key)
+        if prop is None:
+            hint = get_close_matches(key, list(by_name), n=1)
+            suggestion = f"; did you mean {hint[0]!r}?" if hint else ""
+            raise InvalidInputError(f"{owner}: unknown property {key!r}{suggestion}")
+        try:
+            values[key] = prop.parse(raw[key])
+        except ValueError as error:
+            shown = "***" if prop.secret else repr(raw[key])
+            raise InvalidInputError(
+                f"{owner}: invalid value {shown} for property {key!r}: {error}"
+            ) from None
+    secret_names = frozenset(name for name, prop in by_name.items() if prop.secret)
+    return Settings(values, storage, raw, secret_names)

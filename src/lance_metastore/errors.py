@@ -1,0 +1,79 @@
+"""Error handling shared by every backend.
+
+Every public operation runs inside :func:`translate_errors`, so callers only ever see the
+error classes of :mod:`lance_namespace.errors` (each carries the spec's numeric code), and
+no message leaks a secret from the configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
+
+from lance_namespace.errors import (
+    InternalError,
+    InvalidInputError,
+    LanceNamespaceError,
+)
+
+logger = logging.getLogger("lance_metastore")
+
+# A backend's translator turns a client-library exception into a namespace error, or returns
+# None when it does not recognise the exception (it then becomes an InternalError).
+Translator = Callable[[BaseException, str], "LanceNamespaceError | None"]
+
+REDACTED = "***"
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """Replace every secret value that occurs in ``text``."""
+    for secret in secrets:
+        if secret and len(secret) >= 4 and secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def _rebuild(error: LanceNamespaceError, message: str) -> LanceNamespaceError:
+    rebuilt = type(error)(message)
+    rebuilt.__cause__ = error.__cause__
+    return rebuilt
+
+
+@contextlib.contextmanager
+def translate_errors(
+    operation: str,
+    target: str,
+    translator: Translator,
+    secrets: Iterable[str] = (),
+) -> Iterator[None]:
+    """Run one public operation, re-raising any failure as a namespace error.
+
+    ``operation`` and ``target`` name what was attempted on which object, so an unexpected
+    error still tells the user where it happened.
+    """
+    secrets = tuple(secrets)
+    try:
+        yield
+    except LanceNamespaceError as error:
+        message = str(error)
+        cleaned = scrub(message, secrets)
+        if cleaned != message:
+            raise _rebuild(error, cleaned) from None
+        raise
+    except Exception as error:
+        translated = translator(error, f"{operation} {target}")
+        if translated is None:
+            logger.debug("unexpected error during %s %s", operation, target, exc_info=True)
+            translated = InternalError(
+                f"Unexpected error during {operation} {target}: {type(error).__name__}: {error}"
+            )
+        translated = _rebuild(translated, scrub(str(translated), secrets))
+        raise translated from None
+
+
+def no_translation(error: BaseException, context: str) -> LanceNamespaceError | None:
+    """Translator for code paths that only raise namespace errors or bugs."""
+    if isinstance(error, (ValueError, TypeError)):
+        return InvalidInputError(f"Invalid input for {context}: {error}")
+    return None

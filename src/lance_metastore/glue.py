@@ -1,0 +1,630 @@
+"""AWS Glue Data Catalog backend (spec: glue-namespace.md, glue-table-definition.md).
+
+Object mapping: every catalog level, the root included, has two kinds of children, its
+databases and its child catalogs. ``["db", "t"]`` is table ``t`` of database ``db`` in the
+root catalog (the older 2-level mapping keeps working); ``["cat", "db", "t"]`` reaches a
+child catalog. A table id is unambiguous: its second-to-last part is always a database. A
+namespace id whose last part names both a database and a catalog resolves to the database.
+
+CreateNamespace makes a database unless its properties say ``glue.kind=catalog``. AWS's
+CreateCatalog has no parent parameter, so only children of the account's root catalog can be
+created; deeper catalogs (made by federation, e.g. S3 Tables) are traversed, never created.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    InternalError,
+    InvalidInputError,
+    LanceNamespaceError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotFoundError,
+    PermissionDeniedError,
+    ServiceUnavailableError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    ThrottlingError,
+    UnauthenticatedError,
+    UnsupportedOperationError,
+)
+
+from .base import CatalogNamespace
+from .config import (
+    ROOT,
+    Property,
+    Settings,
+    non_empty,
+    one_of,
+    positive_float,
+    positive_int,
+)
+from .identifiers import NameRules, Path, describe
+from .schema import CatalogColumn
+from .tables import EXTERNAL_TABLE, TableEntry, join_location
+
+logger = logging.getLogger("lance_metastore.glue")
+
+KIND_PROPERTY = "glue.kind"
+DESCRIPTION = "description"
+LOCATION = "location"
+PAGE_SIZE = 100  # GetTables' and GetDatabases' maximum page
+CATALOG_PAGE_SIZE = 1000
+
+# Glue allows any single-line text in database and table names and stores them lower-cased.
+DATABASE_RULES = NameRules(max_length=255)
+TABLE_RULES = NameRules(max_length=255)
+CATALOG_RULES = NameRules(
+    max_length=64,
+    pattern=re.compile(r"(?!aws:)[^./\\]+"),
+    pattern_hint="catalog names may not contain '.', '/' or '\\' nor start with 'aws:'",
+)
+
+PROPERTIES: tuple[Property, ...] = (
+    Property("catalog_id", "Glue catalog to start from (default: the caller's account)", non_empty),
+    Property("endpoint", "Custom Glue endpoint for API-compatible metastores", non_empty),
+    Property("region", "AWS region of every Glue call (default: the environment's)", non_empty),
+    Property("access_key_id", "Static AWS access key id", non_empty, secret=True),
+    Property("secret_access_key", "Static AWS secret access key", non_empty, secret=True),
+    Property("session_token", "AWS session token of temporary credentials", non_empty, secret=True),
+    Property("profile_name", "Named profile of the AWS config files", non_empty),
+    Property("assume_role_arn", "IAM role to assume for Glue calls", non_empty),
+    Property("assume_role_region", "Region of the STS client that assumes the role", non_empty),
+    Property(
+        "assume_role_external_id", "External id for cross-account roles", non_empty, secret=True
+    ),
+    Property("assume_role_session_name", "Session name of the assumed role", non_empty),
+    Property(
+        "assume_role_timeout_sec",
+        "Lifetime of assumed-role credentials; renewed before they expire",
+        positive_int,
+        default=3600,
+    ),
+    Property("sts_endpoint", "Custom STS endpoint (default: endpoint if set, else AWS's)", non_empty),
+    Property("max_retries", "Attempts for throttled or failed calls", positive_int, default=5),
+    Property(
+        "retry_mode",
+        "botocore retry mode (backoff with jitter)",
+        one_of("standard", "adaptive", "legacy"),
+        default="standard",
+    ),
+    Property("connect_timeout_sec", "Connect timeout", positive_float, default=10.0),
+    Property("read_timeout_sec", "Read timeout", positive_float, default=60.0),
+    ROOT,
+)
+
+_PERMISSION = {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}
+_UNAUTHENTICATED = {
+    "UnrecognizedClientException",
+    "InvalidClientTokenId",
+    "ExpiredTokenException",
+    "ExpiredToken",
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "MissingAuthenticationTokenException",
+    "IncompleteSignature",
+    "AuthFailure",
+}
+_THROTTLING = {
+    "ThrottlingException",
+    "Throttling",
+    "TooManyRequestsException",
+    "RequestLimitExceeded",
+    "SlowDown",
+}
+_UNAVAILABLE = {
+    "InternalServiceException",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "ServiceUnavailableException",
+    "OperationTimeoutException",
+    "ResourceNotReadyException",
+    "FederationSourceException",
+    "FederationSourceRetryableException",
+}
+_INVALID = {"InvalidInputException", "ValidationException", "ValidationError"}
+
+
+def _error_code(error: BaseException) -> str | None:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return response.get("Error", {}).get("Code")
+    return None
+
+
+class GlueNamespace(CatalogNamespace):
+    """Lance tables in the AWS Glue Data Catalog."""
+
+    PROPERTIES = PROPERTIES
+    SUPPORTS_CASCADE = False
+
+    def _configure(self, settings: Settings) -> None:
+        has_key = settings["access_key_id"] is not None
+        has_secret = settings["secret_access_key"] is not None
+        if has_key != has_secret:
+            raise InvalidInputError(
+                "GlueNamespace: access_key_id and secret_access_key must be given together"
+            )
+        if settings["session_token"] is not None and not has_key:
+            raise InvalidInputError(
+                "GlueNamespace: session_token needs access_key_id and secret_access_key"
+            )
+        catalog_id = settings["catalog_id"]
+        if catalog_id is not None and not re.fullmatch(r"\d{12}(:[^:]+)?", catalog_id):
+            raise InvalidInputError(
+                f"GlueNamespace: invalid catalog_id {catalog_id!r}: expected an account id "
+                "or '<account-id>:<catalog>[/<child>...]'"
+            )
+        self._client_lock = threading.Lock()
+        self._glue: Any = None
+        self._account_id: str | None = None
+
+    def namespace_id(self) -> str:
+        s = self._settings
+        parts = [
+            f"catalog_id: {s['catalog_id'] or 'caller account'!r}",
+            f"region: {s['region'] or 'default'!r}",
+        ]
+        if s["endpoint"]:
+            parts.append(f"endpoint: {s['endpoint']!r}")
+        if s["assume_role_arn"]:
+            parts.append(f"role: {s['assume_role_arn']!r}")
+        if s["root"]:
+            parts.append(f"root: {s['root']!r}")
+        return "GlueNamespace { " + ", ".join(parts) + " }"
+
+    def close(self) -> None:
+        with self._client_lock:
+            self._glue = None
+
+    # ----------------------------------------------------------------------------------------
+    # Client
+    # ----------------------------------------------------------------------------------------
+
+    @property
+    def glue(self) -> Any:
+        """The boto3 Glue client, built once (thread-safe) and shared by every call."""
+        client = self._glue
+        if client is None:
+            with self._client_lock:
+                if self._glue is None:
+                    from ._aws import glue_client
+
+                    self._glue = glue_client(self._settings)
+                client = self._glue
+        return client
+
+    def _root_catalog_id(self) -> str:
+        """The root catalog's id, resolving the caller's account only when needed."""
+        if self._settings["catalog_id"]:
+            return self._settings["catalog_id"]
+        if self._account_id is None:
+            from ._aws import caller_account
+
+            self._account_id = caller_account(self._settings)
+        return self._account_id
+
+    def _catalog_id(self, chain: Path) -> str | None:
+        """CatalogId of a catalog chain below the root; None means the account's default."""
+        if not chain:
+            return self._settings["catalog_id"]
+        base = self._root_catalog_id()
+        separator = "/" if ":" in base else ":"
+        return base + separator + "/".join(chain)
+
+    def _ids(self, chain: Path) -> dict[str, str]:
+        catalog_id = self._catalog_id(chain)
+        return {"CatalogId": catalog_id} if catalog_id else {}
+
+    # ----------------------------------------------------------------------------------------
+    # Identifiers
+    # ----------------------------------------------------------------------------------------
+
+    def _normalize_namespace(self, parts: Path) -> Path:
+        normalized = [CATALOG_RULES.normalize(p, "catalog", parts) for p in parts[:-1]]
+        if parts:
+            # The last part may be a database or a catalog: apply the looser database rules
+            # here; catalog creation checks the catalog rules itself.
+            normalized.append(DATABASE_RULES.normalize(parts[-1], "namespace", parts))
+        return tuple(normalized)
+
+    def _normalize_table(self, parts: Path) -> tuple[Path, str]:
+        if len(parts) < 2:
+            raise InvalidInputError(
+                f"Table identifier {describe(parts)} must name a database and a table "
+                "(e.g. 'db$table' or 'catalog$db$table')"
+            )
+        chain = tuple(CATALOG_RULES.normalize(p, "catalog", parts) for p in parts[:-2])
+        database = DATABASE_RULES.normalize(parts[-2], "database", parts)
+        table = TABLE_RULES.normalize(parts[-1], "table", parts)
+        return (*chain, database), table
+
+    # ----------------------------------------------------------------------------------------
+    # Error translation
+    # ----------------------------------------------------------------------------------------
+
+    def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
+        from botocore import exceptions as bx
+
+        code = _error_code(error)
+        message = f"Glue refused to {context}: {error}"
+        if code is not None:
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)  # type: ignore[attr-defined]
+            if code in _PERMISSION:
+                return PermissionDeniedError(message)
+            if code in _UNAUTHENTICATED:
+                return UnauthenticatedError(message)
+            if code in _THROTTLING:
+                return ThrottlingError(f"Glue kept throttling {context} after retries: {error}")
+            if code in _INVALID:
+                return InvalidInputError(message)
+            if code == "ConcurrentModificationException":
+                return ConcurrentModificationError(message)
+            if code in _UNAVAILABLE or (isinstance(status, int) and status >= 500):
+                return ServiceUnavailableError(f"Glue is unavailable to {context}: {error}")
+            return InternalError(message)
+        if isinstance(
+            error, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)
+        ):
+            return UnauthenticatedError(f"No usable AWS credentials to {context}: {error}")
+        if isinstance(error, bx.NoRegionError):
+            return InvalidInputError(f"No AWS region to {context}: set the 'region' property")
+        if isinstance(error, bx.ParamValidationError):
+            return InvalidInputError(f"Invalid request to {context}: {error}")
+        if isinstance(
+            error,
+            (
+                bx.EndpointConnectionError,
+                bx.ConnectionClosedError,
+                bx.ConnectTimeoutError,
+                bx.ReadTimeoutError,
+                bx.HTTPClientError,
+            ),
+        ):
+            return ServiceUnavailableError(f"Glue is unreachable to {context}: {error}")
+        return None
+
+    # ----------------------------------------------------------------------------------------
+    # Raw Glue calls
+    # ----------------------------------------------------------------------------------------
+
+    def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
+        """Call Glue; None on EntityNotFoundException, every other error propagates."""
+        try:
+            return getattr(self.glue, method)(**kwargs)
+        except Exception as error:
+            if _error_code(error) == "EntityNotFoundException":
+                return None
+            raise
+
+    def _pages(self, method: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any]] | None:
+        """Every item of a NextToken-paged Glue listing; None if the parent is not found."""
+        first = self._call(method, **kwargs)
+        if first is None:
+            return None
+
+        def items() -> Iterator[dict[str, Any]]:
+            response: dict[str, Any] | None = first
+            while response is not None:
+                yield from response.get(key, [])
+                token = response.get("NextToken")
+                if not token:
+                    return
+                response = getattr(self.glue, method)(**kwargs, NextToken=token)
+
+        return items()
+
+    def _get_database(self, path: Path) -> dict[str, Any] | None:
+        response = self._call("get_database", Name=path[-1], **self._ids(path[:-1]))
+        return None if response is None else response["Database"]
+
+    def _get_catalog(self, path: Path) -> dict[str, Any] | None:
+        response = self._call("get_catalog", CatalogId=self._catalog_id(path))
+        return None if response is None else response["Catalog"]
+
+    def _kind(self, path: Path) -> tuple[str, dict[str, Any]] | None:
+        database = self._get_database(path)
+        if database is not None:
+            return "database", database
+        catalog = self._get_catalog(path)
+        if catalog is not None:
+            return "catalog", catalog
+        return None
+
+    def _child_catalog_names(self, parent: Path) -> list[str] | None:
+        items = self._pages(
+            "get_catalogs",
+            "CatalogList",
+            ParentCatalogId=self._catalog_id(parent) or self._root_catalog_id(),
+            MaxResults=CATALOG_PAGE_SIZE,
+        )
+        if items is None:
+            return None
+        return [item["Name"].rsplit("/", 1)[-1] for item in items]
+
+    def _database_names(self, chain: Path, limit: int | None = None) -> list[str] | None:
+        kwargs: dict[str, Any] = {"MaxResults": limit or PAGE_SIZE, **self._ids(chain)}
+        items = self._pages("get_databases", "DatabaseList", **kwargs)
+        if items is None:
+            return None
+        names = []
+        for item in items:
+            names.append(item["Name"])
+            if limit and len(names) >= limit:
+                break
+        return names
+
+    # ----------------------------------------------------------------------------------------
+    # Namespace primitives
+    # ----------------------------------------------------------------------------------------
+
+    def _catalog_root_properties(self) -> dict[str, str]:
+        catalog_id = self._settings["catalog_id"]
+        return {"catalog_id": catalog_id} if catalog_id else {}
+
+    def _catalog_get_namespace(self, path: Path) -> dict[str, str] | None:
+        found = self._kind(path)
+        if found is None:
+            return None
+        kind, obj = found
+        properties = dict(obj.get("Parameters") or {})
+        if obj.get("Description"):
+            properties[DESCRIPTION] = obj["Description"]
+        if kind == "database" and obj.get("LocationUri"):
+            properties[LOCATION] = obj["LocationUri"]
+        return properties
+
+    def _split_properties(
+        self, properties: Mapping[str, str], kind: str
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """(Glue fields, Parameters) of a catalog or database input."""
+        parameters = {k: v for k, v in properties.items() if k != KIND_PROPERTY}
+        fields: dict[str, str] = {}
+        if DESCRIPTION in parameters:
+            fields["Description"] = parameters.pop(DESCRIPTION)
+        if kind == "database" and LOCATION in parameters:
+            fields["LocationUri"] = parameters.pop(LOCATION)
+        for key, value in parameters.items():
+            if not isinstance(value, str):
+                raise InvalidInputError(f"Property {key!r} must be a string")
+        return fields, parameters
+
+    def _requested_kind(self, properties: Mapping[str, str]) -> str:
+        kind = properties.get(KIND_PROPERTY, "database").strip().lower()
+        if kind not in ("database", "catalog"):
+            raise InvalidInputError(
+                f"Property {KIND_PROPERTY}={properties[KIND_PROPERTY]!r} must be "
+                "'database' or 'catalog'"
+            )
+        return kind
+
+    def _catalog_create_namespace(self, path: Path, properties: Mapping[str, str]) -> None:
+        kind = self._requested_kind(properties)
+        fields, parameters = self._split_properties(properties, kind)
+        if kind == "catalog":
+            self._create_catalog(path, fields, parameters)
+            return
+        try:
+            self.glue.create_database(
+                DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
+                **self._ids(path[:-1]),
+            )
+        except Exception as error:
+            code = _error_code(error)
+            if code == "AlreadyExistsException":
+                raise NamespaceAlreadyExistsError(
+                    f"Namespace {describe(path)} already exists"
+                ) from None
+            if code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(
+                    f"Parent catalog {describe(path[:-1])} of {describe(path)} does not exist"
+                ) from None
+            raise
+
+    def _create_catalog(
+        self, path: Path, fields: dict[str, str], parameters: dict[str, str]
+    ) -> None:
+        name = CATALOG_RULES.normalize(path[-1], "catalog", path)
+        if len(path) > 1 or ":" in self._root_catalog_id():
+            raise UnsupportedOperationError(
+                f"Cannot create catalog {describe(path)}: Glue creates catalogs only directly "
+                "under the account's root catalog; deeper catalogs come from federation"
+            )
+        if self._get_database(path) is not None:
+            raise NamespaceAlreadyExistsError(
+                f"Namespace {describe(path)} already exists as a database"
+            )
+        try:
+            self.glue.create_catalog(Name=name, CatalogInput={"Parameters": parameters, **fields})
+        except Exception as error:
+            if _error_code(error) == "AlreadyExistsException":
+                raise NamespaceAlreadyExistsError(
+                    f"Namespace {describe(path)} already exists"
+                ) from None
+            raise
+
+    def _catalog_replace_namespace_properties(
+        self, path: Path, properties: Mapping[str, str]
+    ) -> None:
+        found = self._kind(path)
+        if found is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        kind, _ = found
+        if KIND_PROPERTY in properties and self._requested_kind(properties) != kind:
+            raise InvalidInputError(
+                f"Namespace {describe(path)} is a {kind}; OVERWRITE cannot change its kind"
+            )
+        fields, parameters = self._split_properties(properties, kind)
+        if kind == "catalog":
+            self.glue.update_catalog(
+                CatalogId=self._catalog_id(path),
+                CatalogInput={"Parameters": parameters, **fields},
+            )
+        else:
+            self.glue.update_database(
+                Name=path[-1],
+                DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
+                **self._ids(path[:-1]),
+            )
+
+    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+        found = self._kind(path)
+        if found is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        kind, _ = found
+        if kind == "database":
+            response = self._call(
+                "get_tables", DatabaseName=path[-1], MaxResults=1, **self._ids(path[:-1])
+            )
+            return response is None or not response.get("TableList")
+        databases = self._database_names(path, limit=1) or []
+        catalogs = self._child_catalog_names(path) or []
+        return not databases and not catalogs
+
+    def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
+        found = self._kind(path)
+        if found is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        kind, _ = found
+        if kind == "database":
+            deleted = self._call("delete_database", Name=path[-1], **self._ids(path[:-1]))
+        else:
+            deleted = self._call("delete_catalog", CatalogId=self._catalog_id(path))
+        if deleted is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+
+    def _catalog_list_namespaces(self, path: Path) -> list[str]:
+        if path:
+            found = self._kind(path)
+            if found is None:
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            if found[0] == "database":
+                return []  # databases hold tables only
+        databases = self._database_names(path)
+        catalogs = self._child_catalog_names(path)
+        if databases is None or catalogs is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        return databases + catalogs
+
+    # ----------------------------------------------------------------------------------------
+    # Table primitives
+    # ----------------------------------------------------------------------------------------
+
+    def _catalog_list_lance_tables(self, path: Path) -> list[str]:
+        from .tables import is_lance_table
+
+        items = self._pages(
+            "get_tables",
+            "TableList",
+            DatabaseName=path[-1],
+            MaxResults=PAGE_SIZE,
+            **self._ids(path[:-1]),
+        )
+        if items is None:
+            found = self._kind(path)
+            if found is not None and found[0] == "catalog":
+                return []  # catalogs hold databases, not tables
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        return [
+            item["Name"]
+            for item in items
+            if is_lance_table(item.get("TableType"), item.get("Parameters"))
+        ]
+
+    def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
+        response = self._call("get_table", DatabaseName=path[-1], Name=name, **self._ids(path[:-1]))
+        if response is None:
+            return None
+        table = response["Table"]
+        descriptor = table.get("StorageDescriptor") or {}
+        return TableEntry(
+            name=table["Name"],
+            location=descriptor.get("Location"),
+            parameters=dict(table.get("Parameters") or {}),
+            table_type=table.get("TableType"),
+            has_columns=bool(descriptor.get("Columns")),
+            version_token=table.get("VersionId"),
+        )
+
+    def _table_input(
+        self, entry: TableEntry, columns: list[CatalogColumn] | None
+    ) -> dict[str, Any]:
+        descriptor: dict[str, Any] = {"Location": entry.location}
+        if columns is not None:
+            descriptor["Columns"] = [
+                {"Name": c.name, "Type": c.type, **({"Comment": c.comment} if c.comment else {})}
+                for c in columns
+            ]
+        return {
+            "Name": entry.name,
+            "TableType": EXTERNAL_TABLE,
+            "Parameters": dict(entry.parameters),
+            "StorageDescriptor": descriptor,
+        }
+
+    def _catalog_create_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        try:
+            self.glue.create_table(
+                DatabaseName=path[-1],
+                TableInput=self._table_input(entry, columns),
+                **self._ids(path[:-1]),
+            )
+        except Exception as error:
+            code = _error_code(error)
+            if code == "AlreadyExistsException":
+                raise TableAlreadyExistsError(
+                    f"Table {describe((*path, entry.name))} already exists"
+                ) from None
+            if code == "EntityNotFoundException":
+                raise NamespaceNotFoundError(
+                    f"Namespace {describe(path)} of table {entry.name!r} does not exist"
+                ) from None
+            raise
+
+    def _catalog_update_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    ) -> None:
+        kwargs: dict[str, Any] = {}
+        if entry.version_token is not None:
+            kwargs["VersionId"] = entry.version_token
+        try:
+            self.glue.update_table(
+                DatabaseName=path[-1],
+                TableInput=self._table_input(entry, columns),
+                **self._ids(path[:-1]),
+                **kwargs,
+            )
+        except Exception as error:
+            code = _error_code(error)
+            if code == "EntityNotFoundException":
+                raise TableNotFoundError(
+                    f"Table {describe((*path, entry.name))} does not exist"
+                ) from None
+            if code == "ConcurrentModificationException":
+                raise ConcurrentModificationError(
+                    f"Table {describe((*path, entry.name))} changed concurrently"
+                ) from None
+            raise
+
+    def _catalog_delete_table(self, path: Path, name: str) -> None:
+        deleted = self._call(
+            "delete_table", DatabaseName=path[-1], Name=name, **self._ids(path[:-1])
+        )
+        if deleted is None:
+            raise TableNotFoundError(f"Table {describe((*path, name))} does not exist")
+
+    def _catalog_table_base(self, path: Path) -> str:
+        database = self._get_database(path)
+        if database is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        if database.get("LocationUri"):
+            return database["LocationUri"]
+        return join_location(self.root, *path)

@@ -1,0 +1,100 @@
+"""Identifiers: the list form and the ``$``-joined string form, and the naming rules.
+
+A namespace or table is named by its path from the root, e.g. ``["sales", "orders"]`` or
+``"sales$orders"``. Both forms are accepted everywhere; a list element that contains the
+delimiter is split too, so ``["sales$orders"]`` means the same. Because the delimiter may
+never appear inside a name, splitting is unambiguous.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lance_namespace.errors import InvalidInputError
+
+DELIMITER = "$"
+
+Path = tuple[str, ...]
+
+
+def split_identifier(value: str | Sequence[str] | None, delimiter: str = DELIMITER) -> Path:
+    """Turn any accepted identifier form into a tuple of parts (not yet validated).
+
+    ``None`` and ``[]`` are the root. A string is split on the delimiter; so is every element
+    of a list.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return tuple(value.split(delimiter)) if value else ()
+    if not isinstance(value, (list, tuple)):
+        raise InvalidInputError(
+            f"Identifier must be a list of names or a {delimiter!r}-joined string, "
+            f"got {type(value).__name__}"
+        )
+    parts: list[str] = []
+    for element in value:
+        if not isinstance(element, str):
+            raise InvalidInputError(
+                f"Identifier parts must be strings, got {type(element).__name__} in {value!r}"
+            )
+        parts.extend(element.split(delimiter))
+    return tuple(parts)
+
+
+def join_identifier(parts: Sequence[str], delimiter: str = DELIMITER) -> str:
+    """The ``$``-joined form, used in messages and listings."""
+    return delimiter.join(parts)
+
+
+def describe(parts: Sequence[str]) -> str:
+    """A quoted rendering of an identifier for error messages; the root has its own name."""
+    return repr(join_identifier(parts)) if parts else "the root namespace"
+
+
+@dataclass(frozen=True)
+class NameRules:
+    """What a catalog accepts as a database, catalog or table name.
+
+    ``pattern`` is matched against the whole name after lower-casing when ``lowercase`` is set
+    (Glue and Hive store names in lower case, so names are case-insensitive there).
+    """
+
+    max_length: int = 255
+    pattern: re.Pattern[str] | None = None
+    pattern_hint: str = ""
+    lowercase: bool = True
+
+    def normalize(self, name: str, what: str, full: Sequence[str]) -> str:
+        where = f"in {describe(full)}" if full else ""
+        if name == "":
+            raise InvalidInputError(f"Empty {what} name {where}".strip())
+        if name in (".", ".."):
+            raise InvalidInputError(f"{what.capitalize()} name {name!r} {where} is not allowed")
+        if any(unicodedata.category(ch).startswith("C") for ch in name):
+            raise InvalidInputError(
+                f"{what.capitalize()} name {name!r} {where} contains a control character"
+            )
+        if "/" in name or "\\" in name:
+            raise InvalidInputError(
+                f"{what.capitalize()} name {name!r} {where} may not contain '/' or '\\'"
+            )
+        if name != name.strip():
+            raise InvalidInputError(
+                f"{what.capitalize()} name {name!r} {where} has leading or trailing spaces"
+            )
+        if len(name) > self.max_length:
+            raise InvalidInputError(
+                f"{what.capitalize()} name {name[:40]!r}... {where} is longer than "
+                f"{self.max_length} characters"
+            )
+        normalized = name.lower() if self.lowercase else name
+        if self.pattern is not None and not self.pattern.fullmatch(normalized):
+            raise InvalidInputError(
+                f"{what.capitalize()} name {name!r} {where} is not valid here"
+                + (f": {self.pattern_hint}" if self.pattern_hint else "")
+            )
+        return normalized

@@ -1,0 +1,41 @@
+"""Accept every shape a request arrives in, in one place.
+
+pylance's Python code passes the model objects of ``lance_namespace``; Lance's Rust core (and
+so lancedb) passes a ``dict`` subclass with ``model_dump()``; people pass plain dicts, ``None``
+for "no arguments", or a ``$``-joined string as the id. All of them become the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from lance_namespace.errors import InvalidInputError
+from pydantic import BaseModel, ValidationError
+
+from .identifiers import split_identifier
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def coerce_request(request: Any, model: type[M]) -> M:
+    """Return ``request`` as an instance of ``model``, or raise InvalidInputError (13)."""
+    if isinstance(request, model):
+        return request
+    if request is None:
+        data: dict[str, Any] = {}
+    elif isinstance(request, dict):
+        data = dict(request)
+    elif hasattr(request, "model_dump"):
+        data = request.model_dump()
+    else:
+        raise InvalidInputError(f"{model.__name__} expected, got {type(request).__name__}")
+    if isinstance(data.get("id"), str):
+        data["id"] = list(split_identifier(data["id"]))
+    data = {key: value for key, value in data.items() if value is not None}
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in error.errors()
+        )
+        raise InvalidInputError(f"Invalid {model.__name__}: {problems}") from None

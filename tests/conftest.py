@@ -1,0 +1,45 @@
+"""Servers for the whole test session, started once, on 127.0.0.1 with OS-chosen ports.
+
+- ``glue_emulator``: moto's server (Glue, STS, S3) with our Glue emulator extensions.
+- ``backend``: a harness per backend, parametrizing the behaviour suite.
+
+Set ``LANCE_METASTORE_TEST_GLUE_REAL=1`` (see tests/support/glue_emulator.py) to run the Glue
+tests against real AWS Glue instead; emulator-only tests then skip.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from support.glue_emulator import GlueEmulator  # noqa: E402
+from support.harness import GlueHarness, Harness  # noqa: E402
+
+BACKENDS = ["glue"]
+
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="session")
+def glue_emulator() -> Iterator[GlueEmulator]:
+    with GlueEmulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def glue(glue_emulator: GlueEmulator, tmp_path: Path) -> GlueHarness:
+    glue_emulator.reset()
+    return GlueHarness(root=tmp_path / "lake", emulator=glue_emulator)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> Harness:
+    harness = request.getfixturevalue(request.param)
+    harness.reset()
+    return harness

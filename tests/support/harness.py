@@ -1,0 +1,104 @@
+"""What the behaviour suite needs from each backend, behind one small interface.
+
+The suite is written once against ``LanceNamespace``; a harness knows how to connect a
+backend's namespace, where its databases live in the hierarchy, how to make a non-Lance table
+with the catalog's own client, and which names the catalog accepts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lance_namespace import LanceNamespace
+
+
+@dataclass
+class Harness(ABC):
+    root: Path
+    name: str = "backend"
+    supports_cascade: bool = False
+    # Names the catalog accepts beyond plain [a-z0-9_], and names it must refuse.
+    odd_names: list[str] = field(default_factory=list)
+    bad_names: list[str] = field(default_factory=list)
+
+    @abstractmethod
+    def properties(self) -> dict[str, str]:
+        """Connection properties of a namespace on this backend."""
+
+    def connect(self, **overrides: str) -> LanceNamespace:
+        from lance_namespace import connect
+
+        import lance_metastore  # noqa: F401 - registers the aliases
+
+        return connect(self.name, {**self.properties(), **overrides})
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Forget every namespace and table, so each test starts empty."""
+
+    def db(self, name: str) -> list[str]:
+        """The namespace id of a database called ``name``."""
+        return [name]
+
+    def unique(self, prefix: str = "db") -> str:
+        return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+    @abstractmethod
+    def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
+        """A table that is not a Lance table, made with the catalog's own client."""
+
+    @abstractmethod
+    def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
+        """(name, type) of the catalog columns of a table, read with the catalog's client."""
+
+    def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass
+class GlueHarness(Harness):
+    emulator: Any = None
+
+    def __post_init__(self) -> None:
+        self.name = "glue"
+        self.odd_names = ["with-dash", "with space", "ünïcödé", "dots.in.name", "MiXeD"]
+        self.bad_names = ["", "..", "a/b", "tab\tname", "x" * 256]
+
+    def properties(self) -> dict[str, str]:
+        return {
+            "endpoint": self.emulator.endpoint,
+            "region": self.emulator.region,
+            "access_key_id": self.emulator.access_key_id,
+            "secret_access_key": self.emulator.secret_access_key,
+            "root": str(self.root),
+            "max_retries": "2",
+        }
+
+    def reset(self) -> None:
+        self.emulator.reset()
+
+    def _client(self) -> Any:
+        return self.emulator.client("glue")
+
+    def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
+        self._client().create_table(
+            DatabaseName=db[-1],
+            TableInput={
+                "Name": name,
+                "TableType": "EXTERNAL_TABLE",
+                "Parameters": {"table_type": "ICEBERG"},
+                "StorageDescriptor": {"Location": location},
+            },
+        )
+
+    def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
+        table = self._client().get_table(DatabaseName=db[-1], Name=name)["Table"]
+        return [(c["Name"], c["Type"]) for c in table["StorageDescriptor"].get("Columns", [])]
+
+    def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
+        table = self._client().get_table(DatabaseName=db[-1], Name=name)["Table"]
+        return dict(table.get("Parameters") or {})
