@@ -18,8 +18,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support.glue_emulator import GlueEmulator  # noqa: E402
-from support.harness import GlueHarness, Harness  # noqa: E402
+from support.glue_emulator import GlueEmulator
+from support.harness import GlueHarness, Harness
 
 BACKENDS = ["glue"]
 

@@ -86,7 +86,9 @@ PROPERTIES: tuple[Property, ...] = (
         positive_int,
         default=3600,
     ),
-    Property("sts_endpoint", "Custom STS endpoint (default: endpoint if set, else AWS's)", non_empty),
+    Property(
+        "sts_endpoint", "Custom STS endpoint (default: endpoint if set, else AWS's)", non_empty
+    ),
     Property("max_retries", "Attempts for throttled or failed calls", positive_int, default=5),
     Property(
         "retry_mode",
