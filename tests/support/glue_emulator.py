@@ -1,4 +1,4 @@
-"""A Glue-compatible test endpoint: moto's server plus the Glue behaviour AWS documents and moto lacks.
+"""A Glue-compatible test endpoint: moto's server plus Glue behaviour AWS documents but moto lacks.
 
 Our library relies on parts of Glue that moto does not implement: the catalog hierarchy
 (CreateCatalog, GetCatalog(s), UpdateCatalog, DeleteCatalog), databases and tables scoped to a
@@ -9,7 +9,8 @@ other moto behaviour stays as it is. It also offers fault injection for resilien
 
 State layout: the root catalog of an account and region is moto's own Glue backend; every other
 catalog gets a separate moto ``GlueBackend`` of its own, so databases and tables are scoped per
-catalog by construction, and requests are routed to one of them by their ``CatalogId``.
+catalog by construction, and requests are routed to one of them by their ``CatalogId``. A
+CatalogId's account prefix picks the account, without cross-account permission checks.
 
 ``glue_endpoint_from_env()`` lets the same tests run against real AWS Glue instead
 (``LANCE_METASTORE_TEST_GLUE_REAL=1``); the emulator-only helpers are not available there.
@@ -191,7 +192,7 @@ class _Catalog:
 
 
 class _CatalogTree:
-    """The catalogs of one account and region, keyed by catalog id (the root's id is the account)."""
+    """The catalogs of one account and region, by catalog id (the root's id is the account id)."""
 
     def __init__(self, root_store: GlueBackend) -> None:
         account_id, region = root_store.account_id, root_store.region_name
@@ -439,8 +440,8 @@ class _EmulatedGlueResponse(GlueResponse):
         if include_root:
             catalogs.append(parent)
         if params.get("HasDatabases"):
-            # Catalogs that hold other catalogs are containers (like s3tablescatalog).
-            catalogs = [c for c in catalogs if not tree.children(c, recursive=False)]
+            # Below the root, catalogs that hold catalogs are containers (like s3tablescatalog).
+            catalogs = [c for c in catalogs if c.is_root or not tree.children(c, recursive=False)]
         catalogs.sort(key=lambda c: c.catalog_id)
 
         after = _decode_token(params.get("NextToken"))
@@ -469,7 +470,8 @@ class _EmulatedGlueResponse(GlueResponse):
         tree = self.state.tree(catalog.store.account_id, self.region)
         if catalog.store.databases or tree.children(catalog, recursive=False):
             raise _invalid_input(
-                f"Catalog {catalog.catalog_id} is not empty: delete its databases and catalogs first."
+                f"Catalog {catalog.catalog_id} is not empty: "
+                "delete its databases and catalogs first."
             )
         tree.remove(catalog)
         return EmptyResult()
