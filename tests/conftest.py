@@ -19,9 +19,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.glue_emulator import GlueEmulator
-from support.harness import GlueHarness, Harness
+from support.harness import GlueHarness, Harness, HiveHarness
 
-BACKENDS = ["glue"]
+BACKENDS = ["glue", "hive2", "hive3"]
+
+# Run the Hive tests against an existing metastore instead of starting one from the pyspark
+# wheel (e.g. a real Hive 3 or 4 metastore): thrift://host:port
+HMS_URI_ENV = "LANCE_METASTORE_TEST_HMS_URI"
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
 
@@ -43,3 +47,29 @@ def backend(request: pytest.FixtureRequest) -> Harness:
     harness = request.getfixturevalue(request.param)
     harness.reset()
     return harness
+
+
+@pytest.fixture(scope="session")
+def hive_metastore_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Hive Metastore 2.3 from the pyspark wheel (or the one named by the env var)."""
+    if os.environ.get(HMS_URI_ENV):
+        yield os.environ[HMS_URI_ENV]
+        return
+    from lance_metastore.hms_local import LocalMetastore
+
+    metastore = LocalMetastore(tmp_path_factory.mktemp("hms"))
+    metastore.start()
+    try:
+        yield metastore.uri
+    finally:
+        metastore.stop()
+
+
+@pytest.fixture
+def hive2(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
+    return HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=2)
+
+
+@pytest.fixture
+def hive3(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
+    return HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=3)

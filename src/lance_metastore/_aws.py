@@ -11,19 +11,22 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import boto3
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import RefreshableCredentials
+from botocore.utils import parse_timestamp
 
 from .config import Settings
 
 logger = logging.getLogger("lance_metastore.glue")
 
 DEFAULT_SESSION_NAME = "lance-metastore"
+# AssumeRole's DurationSeconds range (botocore refuses anything shorter before sending).
+STS_MIN_DURATION, STS_MAX_DURATION = 900, 43200
 
 
 def _source_session(settings: Settings) -> boto3.Session:
@@ -77,14 +80,17 @@ def assumed_role_credentials(settings: Settings) -> RefreshableCredentials:
         kwargs: dict[str, Any] = {
             "RoleArn": settings["assume_role_arn"],
             "RoleSessionName": session_name,
-            "DurationSeconds": duration,
+            "DurationSeconds": min(max(duration, STS_MIN_DURATION), STS_MAX_DURATION),
         }
         if settings["assume_role_external_id"]:
             kwargs["ExternalId"] = settings["assume_role_external_id"]
         credentials = sts.assume_role(**kwargs)["Credentials"]
         expiration = credentials["Expiration"]
-        if isinstance(expiration, datetime):
-            expiration = expiration.astimezone(timezone.utc).isoformat()
+        if not isinstance(expiration, datetime):
+            expiration = parse_timestamp(expiration)
+        # STS grants at least 15 minutes; a shorter timeout still renews when it runs out.
+        renew_at = datetime.now(timezone.utc) + timedelta(seconds=duration)
+        expiration = min(expiration.astimezone(timezone.utc), renew_at).isoformat()
         logger.info(
             "assumed role %s (session %s) until %s",
             settings["assume_role_arn"],

@@ -258,6 +258,7 @@ class CatalogNamespace(LanceNamespace):
 
     def _dataset_schema(self, location: str | None) -> pa.Schema | None:
         """The Lance schema at ``location``, or None when no dataset is there yet."""
+        location = tables.plain_location(location)
         if not location:
             return None
         if "://" not in location and not os.path.isdir(os.path.join(location, "_versions")):

@@ -101,6 +101,18 @@ def table_parameters(
     return params
 
 
+def plain_location(location: str | None) -> str | None:
+    """``file:/x`` and ``file:///x`` (as Hive qualifies local paths) become ``/x``."""
+    if location and location.startswith("file:"):
+        rest = location[len("file:") :]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            if not rest.startswith("/"):  # file://host/path: keep it a URI
+                return location
+        return rest
+    return location
+
+
 def join_location(base: str, *names: str) -> str:
     """Join a storage root (local path or URI) with child names."""
     if "://" in base:

@@ -102,3 +102,67 @@ class GlueHarness(Harness):
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
         table = self._client().get_table(DatabaseName=db[-1], Name=name)["Table"]
         return dict(table.get("Parameters") or {})
+
+
+@dataclass
+class HiveHarness(Harness):
+    """Hive 2 (database -> table) or Hive 3 (catalog -> database -> table) on a metastore."""
+
+    uri: str = ""
+    level: int = 2  # 2: hive2, 3: hive3 (default catalog "hive" on HMS 2.x)
+
+    def __post_init__(self) -> None:
+        self.name = f"hive{self.level}"
+        self.supports_cascade = True
+        self.odd_names = ["with_underscore", "MiXeD_Case", "_leading", "123"]
+        self.bad_names = ["", "..", "a/b", "with-dash", "with space", "ünïcödé", "x" * 129]
+
+    def properties(self) -> dict[str, str]:
+        return {"uri": self.uri, "root": str(self.root)}
+
+    def db(self, name: str) -> list[str]:
+        return ["hive", name] if self.level == 3 else [name]
+
+    def _client(self):
+        from urllib.parse import urlparse
+
+        from lance_metastore.hms_local import thrift_client
+
+        first = urlparse(self.uri.split(",")[0])
+        return thrift_client(first.hostname, first.port)
+
+    def reset(self) -> None:
+        with self._client() as client:
+            for database in client.get_all_databases():
+                if database != "default":
+                    client.drop_database(database, False, True)
+            for table in client.get_all_tables("default"):
+                client.drop_table("default", table, False)
+
+    def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
+        from pymetastore.hive_metastore import ttypes
+
+        table = ttypes.Table(
+            tableName=name,
+            dbName=db[-1],
+            sd=ttypes.StorageDescriptor(
+                cols=[ttypes.FieldSchema("x", "int", None)],
+                location=location,
+                serdeInfo=ttypes.SerDeInfo(name=name, parameters={}),
+                parameters={},
+            ),
+            partitionKeys=[],
+            parameters={"table_type": "ICEBERG", "EXTERNAL": "TRUE"},
+            tableType="EXTERNAL_TABLE",
+        )
+        with self._client() as client:
+            client.create_table(table)
+
+    def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
+        with self._client() as client:
+            table = client.get_table(db[-1], name)
+        return [(c.name, c.type) for c in table.sd.cols or []]
+
+    def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
+        with self._client() as client:
+            return dict(client.get_table(db[-1], name).parameters or {})

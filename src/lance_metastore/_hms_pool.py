@@ -1,0 +1,177 @@
+"""A thread-safe pool of Thrift connections to one or more Hive Metastores.
+
+Connections are opened on demand up to ``size``, reused across calls and threads, and thrown
+away when a call breaks them. ``uris`` is a fail-over list: a new connection tries the server
+that last worked first, then the others in order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue
+import threading
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+from pymetastore.hive_metastore import ThriftHiveMetastore
+from thrift.protocol import TBinaryProtocol
+from thrift.protocol.TProtocol import TProtocolException
+from thrift.Thrift import TException
+from thrift.transport import TSocket, TTransport
+
+logger = logging.getLogger("lance_metastore.hive")
+
+
+@dataclass(frozen=True)
+class Server:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"thrift://{self.host}:{self.port}"
+
+
+def parse_uris(value: str) -> list[Server]:
+    """``thrift://host:port[,thrift://host:port...]`` -> servers, or ValueError."""
+    servers = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        parsed = urlparse(item)
+        if parsed.scheme != "thrift" or not parsed.hostname:
+            raise ValueError(f"expected thrift://host:port, got {item!r}")
+        try:
+            port = parsed.port or 9083
+        except ValueError:
+            raise ValueError(f"invalid port in {item!r}") from None
+        servers.append(Server(parsed.hostname, port))
+    if not servers:
+        raise ValueError("no metastore URI given")
+    return servers
+
+
+class Connection:
+    """One open Thrift connection and its generated client."""
+
+    def __init__(self, server: Server, timeout_sec: float) -> None:
+        self.server = server
+        sock = TSocket.TSocket(server.host, server.port)
+        sock.setTimeout(timeout_sec * 1000)
+        self.transport = TTransport.TBufferedTransport(sock)
+        protocol = TBinaryProtocol.TBinaryProtocol(self.transport)
+        self.client = ThriftHiveMetastore.Client(protocol)
+        self.transport.open()
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.transport.close()
+
+
+class _Borrowed:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._connection: Connection | None = None
+
+    def __enter__(self) -> Connection:
+        self._connection = self._pool._acquire()
+        return self._connection
+
+    def __exit__(self, exc_type: Any, error: BaseException | None, traceback: Any) -> None:
+        assert self._connection is not None
+        self._pool._release(self._connection, error)
+
+
+class ConnectionPool:
+    """At most ``size`` connections, shared by every thread of one namespace object."""
+
+    def __init__(self, servers: list[Server], size: int, timeout_sec: float) -> None:
+        self._servers = servers
+        self._timeout = timeout_sec
+        self._idle: queue.LifoQueue[Connection] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._preferred = 0
+        self._open = 0
+        self._closed = False
+
+    @property
+    def open_connections(self) -> int:
+        """Connections currently open (idle or in use); tests count them to find leaks."""
+        return self._open
+
+    def _connect(self) -> Connection:
+        errors = []
+        count = len(self._servers)
+        for offset in range(count):
+            index = (self._preferred + offset) % count
+            server = self._servers[index]
+            try:
+                connection = Connection(server, self._timeout)
+            except (TTransport.TTransportException, OSError) as error:
+                errors.append(f"{server}: {error}")
+                continue
+            if index != self._preferred:
+                logger.warning("metastore fail-over to %s", server)
+                self._preferred = index
+            with self._lock:
+                self._open += 1
+            return connection
+        raise TTransport.TTransportException(
+            TTransport.TTransportException.NOT_OPEN,
+            "no metastore reachable: " + "; ".join(errors),
+        )
+
+    def connection(self) -> _Borrowed:
+        """Borrow a connection (``with pool.connection() as c``); a broken one is discarded.
+
+        A class, not ``@contextmanager``: Thrift's exceptions are immutable and contextlib
+        assigns ``__traceback__`` when it re-raises them.
+        """
+        return _Borrowed(self)
+
+    def _acquire(self) -> Connection:
+        self._closed = False  # a closed pool reopens on demand
+        self._slots.acquire()
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            pass
+        try:
+            return self._connect()
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def _release(self, connection: Connection, error: BaseException | None) -> None:
+        try:
+            if error is None or _leaves_connection_usable(error):
+                self._idle.put(connection)
+            else:
+                self._discard(connection)
+        finally:
+            self._slots.release()
+
+    def _discard(self, connection: Connection) -> None:
+        connection.close()
+        with self._lock:
+            self._open -= 1
+
+    def close(self) -> None:
+        """Close idle connections; borrowed ones close when returned broken or at exit."""
+        self._closed = True
+        while True:
+            try:
+                connection = self._idle.get_nowait()
+            except queue.Empty:
+                return
+            self._discard(connection)
+
+
+def _leaves_connection_usable(error: BaseException) -> bool:
+    """Declared Thrift errors arrive as complete replies; anything else may leave the wire dirty."""
+    return isinstance(error, TException) and not isinstance(
+        error, (TTransport.TTransportException, TProtocolException)
+    )

@@ -1,0 +1,589 @@
+"""Apache Hive Metastore backends (spec: hive3-namespace.md), over Thrift.
+
+- :class:`Hive3Namespace`: catalog -> database -> table (``catalog$database$table``). Against
+  a metastore without the catalog API (Hive 2.x, as in the pyspark wheel) it serves the single
+  catalog ``hive``, Hive 3's default, and refuses to create others.
+- :class:`Hive2Namespace`: database -> table, for the metastores most Spark installations run.
+
+Both share one connection pool per namespace object, filter Lance tables inside the metastore
+(``get_table_names_by_filter`` on ``table_type``) instead of fetching every table, and retry
+calls that are safe to repeat when a connection drops.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from lance_namespace.errors import (
+    InternalError,
+    InvalidInputError,
+    LanceNamespaceError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotFoundError,
+    ServiceUnavailableError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
+from pymetastore.hive_metastore import ttypes
+from thrift.protocol.TProtocol import TProtocolException
+from thrift.Thrift import TApplicationException
+from thrift.transport.TTransport import TTransportException
+
+from ._hms_pool import ConnectionPool, parse_uris
+from .base import CatalogNamespace
+from .config import ROOT, Property, Settings, non_empty, positive_float, positive_int
+from .identifiers import NameRules, Path, describe
+from .schema import CatalogColumn
+from .tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
+
+logger = logging.getLogger("lance_metastore.hive")
+
+DEFAULT_CATALOG = "hive"
+LANCE_FILTER = 'hive_filter_field_params__table_type like "(?i)lance"'
+
+# Hive accepts letters, digits and underscores in database and table names (lower-cased).
+HIVE_RULES = NameRules(
+    max_length=128,
+    pattern=re.compile(r"[a-z0-9_]+"),
+    pattern_hint="Hive names use letters, digits and underscores only",
+)
+
+DB_DESCRIPTION = "database.description"
+DB_LOCATION = "database.location-uri"
+DB_OWNER = "database.owner"
+DB_OWNER_TYPE = "database.owner-type"
+CATALOG_DESCRIPTION = "catalog.description"
+CATALOG_LOCATION = "catalog.location-uri"
+
+OWNER_TYPES = {"USER": 1, "ROLE": 2, "GROUP": 3}
+OWNER_TYPE_NAMES = {number: name for name, number in OWNER_TYPES.items()}
+
+# Thrift's generic layer raises these when the connection itself failed.
+TRANSPORT_ERRORS = (TTransportException, TProtocolException, OSError, EOFError)
+
+PROPERTIES: tuple[Property, ...] = (
+    Property("uri", "thrift://host:port of the metastore; a comma list fails over", non_empty),
+    Property("client.pool-size", "Connections kept per namespace object", positive_int, default=3),
+    Property(
+        "client.socket-timeout-sec", "Socket timeout of metastore calls", positive_float, 60.0
+    ),
+    Property("client.retries", "Retries of calls that are safe to repeat", positive_int, 2),
+    Property("client.user", "User name the metastore records as owner", non_empty),
+    ROOT,
+)
+
+
+class _HiveNamespace(CatalogNamespace):
+    """Shared mapping of both Hive namespaces; subclasses fix the hierarchy's depth."""
+
+    PROPERTIES = PROPERTIES
+    SUPPORTS_CASCADE = True
+    # Namespace levels above a table: 1 for Hive 2 (database), 2 for Hive 3 (catalog, db).
+    DEPTH = 1
+
+    def _configure(self, settings: Settings) -> None:
+        if not settings["uri"]:
+            raise InvalidInputError(f"{type(self).__name__}: property 'uri' is required")
+        try:
+            self._servers = parse_uris(settings["uri"])
+        except ValueError as error:
+            raise InvalidInputError(
+                f"{type(self).__name__}: invalid value for property 'uri': {error}"
+            ) from None
+        self._pool_lock = threading.Lock()
+        self._pool: ConnectionPool | None = None
+        self._user = settings["client.user"] or _login_name()
+        self._catalog_api: bool | None = None
+
+    def namespace_id(self) -> str:
+        uris = ",".join(str(s) for s in self._servers)
+        root = f", root: {self._settings['root']!r}" if self._settings["root"] else ""
+        return f"{type(self).__name__} {{ uri: {uris!r}{root} }}"
+
+    @property
+    def pool(self) -> ConnectionPool:
+        pool = self._pool
+        if pool is None:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self._servers,
+                        self._settings["client.pool-size"],
+                        self._settings["client.socket-timeout-sec"],
+                    )
+                pool = self._pool
+        return pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+
+    # ----------------------------------------------------------------------------------------
+    # Calls
+    # ----------------------------------------------------------------------------------------
+
+    def _call(self, method: str, *args: Any, idempotent: bool = True) -> Any:
+        """Call the metastore; retry a dropped connection when the call is safe to repeat."""
+        attempts = 1 + (self._settings["client.retries"] if idempotent else 0)
+        for attempt in range(attempts):
+            try:
+                with self.pool.connection() as connection:
+                    return getattr(connection.client, method)(*args)
+            except TRANSPORT_ERRORS:
+                if attempt + 1 >= attempts:
+                    raise
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+                logger.info("retrying %s after a dropped metastore connection", method)
+        raise AssertionError("unreachable")
+
+    def _get(self, method: str, *args: Any) -> Any:
+        """An idempotent read; None when the metastore says the object does not exist."""
+        try:
+            return self._call(method, *args)
+        except (ttypes.NoSuchObjectException, ttypes.UnknownDBException):
+            return None
+
+    def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
+        if isinstance(error, TRANSPORT_ERRORS):
+            return ServiceUnavailableError(f"Hive Metastore unreachable to {context}: {error}")
+        if isinstance(error, TApplicationException):
+            if error.type == TApplicationException.UNKNOWN_METHOD:
+                return UnsupportedOperationError(
+                    f"This metastore does not support what is needed to {context}: {error}"
+                )
+            return InternalError(f"Hive Metastore failed to {context}: {error}")
+        message = getattr(error, "message", None) or str(error)
+        if isinstance(
+            error,
+            (
+                ttypes.InvalidObjectException,
+                ttypes.InvalidOperationException,
+                ttypes.InvalidInputException,
+            ),
+        ):
+            return InvalidInputError(f"Hive Metastore refused to {context}: {message}")
+        if isinstance(error, (ttypes.NoSuchObjectException, ttypes.UnknownDBException)):
+            return NamespaceNotFoundError(f"Not found while trying to {context}: {message}")
+        if isinstance(error, ttypes.MetaException):
+            return InternalError(f"Hive Metastore failed to {context}: {message}")
+        return None
+
+    # ----------------------------------------------------------------------------------------
+    # Hierarchy
+    # ----------------------------------------------------------------------------------------
+
+    def _normalize_namespace(self, parts: Path) -> Path:
+        if len(parts) > self.DEPTH:
+            raise InvalidInputError(
+                f"Namespace {describe(parts)} is too deep: {type(self).__name__} has "
+                f"{self.DEPTH} namespace level(s)"
+            )
+        return tuple(HIVE_RULES.normalize(p, "namespace", parts) for p in parts)
+
+    def _normalize_table(self, parts: Path) -> tuple[Path, str]:
+        if len(parts) != self.DEPTH + 1:
+            shape = "catalog$database$table" if self.DEPTH == 2 else "database$table"
+            raise InvalidInputError(f"Table identifier {describe(parts)} must be {shape}")
+        names = tuple(HIVE_RULES.normalize(p, "name", parts) for p in parts)
+        return names[:-1], names[-1]
+
+    def _db_ref(self, path: Path) -> str:
+        """The database name as the Thrift API takes it (``@cat#db`` in other catalogs)."""
+        return path[-1]
+
+    def _catalog_of(self, path: Path) -> str | None:
+        return None
+
+    # ----------------------------------------------------------------------------------------
+    # Databases
+    # ----------------------------------------------------------------------------------------
+
+    def _database_properties(self, database: Any) -> dict[str, str]:
+        properties = dict(database.parameters or {})
+        if database.description:
+            properties[DB_DESCRIPTION] = database.description
+        if database.locationUri:
+            properties[DB_LOCATION] = plain_location(database.locationUri)
+        if database.ownerName:
+            properties[DB_OWNER] = database.ownerName
+        if database.ownerType is not None:
+            properties[DB_OWNER_TYPE] = OWNER_TYPE_NAMES.get(database.ownerType, "USER")
+        return properties
+
+    def _database_object(self, path: Path, properties: Mapping[str, str]) -> Any:
+        parameters = dict(properties)
+        owner_type = parameters.pop(DB_OWNER_TYPE, "USER").strip().upper()
+        if owner_type not in OWNER_TYPES:
+            raise InvalidInputError(
+                f"Property {DB_OWNER_TYPE}={owner_type!r} must be USER, ROLE or GROUP"
+            )
+        for key, value in parameters.items():
+            if not isinstance(value, str):
+                raise InvalidInputError(f"Property {key!r} must be a string")
+        return ttypes.Database(
+            name=path[-1],
+            description=parameters.pop(DB_DESCRIPTION, None),
+            locationUri=parameters.pop(DB_LOCATION, None),
+            ownerName=parameters.pop(DB_OWNER, self._user),
+            ownerType=OWNER_TYPES[owner_type],
+            parameters=parameters,
+            catalogName=self._catalog_of(path),
+        )
+
+    def _get_database_props(self, path: Path) -> dict[str, str] | None:
+        database = self._get("get_database", self._db_ref(path))
+        return None if database is None else self._database_properties(database)
+
+    def _create_database(self, path: Path, properties: Mapping[str, str]) -> None:
+        try:
+            self._call("create_database", self._database_object(path, properties), idempotent=False)
+        except ttypes.AlreadyExistsException:
+            raise NamespaceAlreadyExistsError(
+                f"Namespace {describe(path)} already exists"
+            ) from None
+        except ttypes.NoSuchObjectException:
+            raise NamespaceNotFoundError(
+                f"Catalog {describe(path[:-1])} of {describe(path)} does not exist"
+            ) from None
+
+    def _replace_database_properties(self, path: Path, properties: Mapping[str, str]) -> None:
+        current = self._get("get_database", self._db_ref(path))
+        if current is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        replacement = self._database_object(path, properties)
+        if replacement.locationUri is None:
+            replacement.locationUri = current.locationUri  # HMS requires one
+        self._call("alter_database", self._db_ref(path), replacement)
+
+    def _database_is_empty(self, path: Path) -> bool:
+        names = self._get("get_all_tables", self._db_ref(path))
+        if names is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        return not names
+
+    def _drop_database(self, path: Path, cascade: bool) -> None:
+        try:
+            # deleteData=False: dropping a namespace deregisters tables, never deletes data.
+            self._call("drop_database", self._db_ref(path), False, cascade, idempotent=False)
+        except ttypes.NoSuchObjectException:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
+
+    def _list_databases(self, catalog: str | None) -> list[str]:
+        if catalog is None:
+            return list(self._call("get_all_databases"))
+        return list(self._call("get_databases", f"@{catalog}#"))
+
+    # ----------------------------------------------------------------------------------------
+    # Tables
+    # ----------------------------------------------------------------------------------------
+
+    def _catalog_list_lance_tables(self, path: Path) -> list[str]:
+        if self._get("get_database", self._db_ref(path)) is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        try:
+            return list(
+                self._call("get_table_names_by_filter", self._db_ref(path), LANCE_FILTER, -1)
+            )
+        except ttypes.UnknownDBException:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
+
+    def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
+        table = self._get("get_table", self._db_ref(path), name)
+        if table is None:
+            return None
+        descriptor = table.sd
+        return TableEntry(
+            name=table.tableName,
+            location=plain_location(descriptor.location) if descriptor else None,
+            parameters=dict(table.parameters or {}),
+            table_type=table.tableType,
+            has_columns=bool(descriptor and descriptor.cols),
+        )
+
+    def _table_object(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    ) -> Any:
+        parameters = dict(entry.parameters)
+        parameters["EXTERNAL"] = "TRUE"  # without it HMS turns the table into a managed one
+        return ttypes.Table(
+            tableName=entry.name,
+            dbName=path[-1],
+            owner=self._user,
+            createTime=int(time.time()),
+            lastAccessTime=0,
+            retention=0,
+            sd=ttypes.StorageDescriptor(
+                cols=[ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns or []],
+                location=entry.location,
+                inputFormat="org.apache.hadoop.mapred.FileInputFormat",
+                outputFormat="org.apache.hadoop.mapred.FileOutputFormat",
+                compressed=False,
+                numBuckets=-1,
+                serdeInfo=ttypes.SerDeInfo(
+                    name=entry.name,
+                    serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+                    parameters={},
+                ),
+                bucketCols=[],
+                sortCols=[],
+                parameters={},
+            ),
+            partitionKeys=[],
+            parameters=parameters,
+            tableType=EXTERNAL_TABLE,
+            catName=self._catalog_of(path),
+        )
+
+    def _catalog_create_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        try:
+            self._call("create_table", self._table_object(path, entry, columns), idempotent=False)
+        except ttypes.AlreadyExistsException:
+            raise TableAlreadyExistsError(
+                f"Table {describe((*path, entry.name))} already exists"
+            ) from None
+        except (ttypes.NoSuchObjectException, ttypes.UnknownDBException):
+            raise NamespaceNotFoundError(
+                f"Namespace {describe(path)} of table {entry.name!r} does not exist"
+            ) from None
+        except ttypes.InvalidObjectException as error:
+            # HMS 2.x answers a missing database with InvalidObjectException.
+            if self._get("get_database", self._db_ref(path)) is None:
+                raise NamespaceNotFoundError(
+                    f"Namespace {describe(path)} of table {entry.name!r} does not exist"
+                ) from None
+            raise InvalidInputError(
+                f"Hive Metastore refused table {describe((*path, entry.name))}: {error.message}"
+            ) from None
+
+    def _catalog_update_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    ) -> None:
+        current = self._get("get_table", self._db_ref(path), entry.name)
+        if current is None:
+            raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+        replacement = self._table_object(path, entry, columns)
+        if columns is None:
+            replacement.sd.cols = current.sd.cols if current.sd else []
+        replacement.createTime = current.createTime
+        replacement.owner = current.owner or self._user
+        self._call("alter_table", self._db_ref(path), entry.name, replacement)
+
+    def _catalog_delete_table(self, path: Path, name: str) -> None:
+        try:
+            self._call("drop_table", self._db_ref(path), name, False, idempotent=False)
+        except ttypes.NoSuchObjectException:
+            raise TableNotFoundError(f"Table {describe((*path, name))} does not exist") from None
+
+    def _catalog_table_base(self, path: Path) -> str:
+        return join_location(self.root, *path)
+
+
+class Hive2Namespace(_HiveNamespace):
+    """Lance tables in a Hive 2.x metastore: database -> table."""
+
+    DEPTH = 1
+
+    def _catalog_get_namespace(self, path: Path) -> dict[str, str] | None:
+        return self._get_database_props(path)
+
+    def _catalog_create_namespace(self, path: Path, properties: Mapping[str, str]) -> None:
+        self._create_database(path, properties)
+
+    def _catalog_replace_namespace_properties(
+        self, path: Path, properties: Mapping[str, str]
+    ) -> None:
+        self._replace_database_properties(path, properties)
+
+    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+        return self._database_is_empty(path)
+
+    def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
+        self._drop_database(path, cascade)
+
+    def _catalog_list_namespaces(self, path: Path) -> list[str]:
+        if path:
+            if self._get_database_props(path) is None:
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            return []
+        return self._list_databases(None)
+
+
+class Hive3Namespace(_HiveNamespace):
+    """Lance tables in a Hive 3.x metastore: catalog -> database -> table."""
+
+    DEPTH = 2
+
+    # ----------------------------------------------------------------------------------------
+    # Catalog support detection
+    # ----------------------------------------------------------------------------------------
+
+    def _has_catalog_api(self) -> bool:
+        """Whether the server has Hive 3's catalog API (HMS 2.x answers 'Invalid method')."""
+        if self._catalog_api is None:
+            try:
+                self._call("get_catalogs")
+                self._catalog_api = True
+            except TApplicationException as error:
+                if error.type != TApplicationException.UNKNOWN_METHOD:
+                    raise
+                logger.info("metastore has no catalog API: serving the single catalog 'hive'")
+                self._catalog_api = False
+        return self._catalog_api
+
+    def _catalog_of(self, path: Path) -> str | None:
+        return path[0] if self._has_catalog_api() else None
+
+    def _db_ref(self, path: Path) -> str:
+        if self._has_catalog_api():
+            return f"@{path[0]}#{path[1]}"
+        return path[1]
+
+    def _check_catalog(self, catalog: str) -> bool:
+        if self._has_catalog_api():
+            return self._get("get_catalog", ttypes.GetCatalogRequest(name=catalog)) is not None
+        return catalog == DEFAULT_CATALOG
+
+    def _catalog_properties(self, catalog: str) -> dict[str, str] | None:
+        if not self._has_catalog_api():
+            return {} if catalog == DEFAULT_CATALOG else None
+        response = self._get("get_catalog", ttypes.GetCatalogRequest(name=catalog))
+        if response is None:
+            return None
+        found = response.catalog
+        properties = {}
+        if found.description:
+            properties[CATALOG_DESCRIPTION] = found.description
+        if found.locationUri:
+            properties[CATALOG_LOCATION] = found.locationUri
+        return properties
+
+    def _catalog_object(self, catalog: str, properties: Mapping[str, str]) -> Any:
+        unknown = set(properties) - {CATALOG_DESCRIPTION, CATALOG_LOCATION}
+        if unknown:
+            raise InvalidInputError(
+                f"Catalog {catalog!r} keeps only {CATALOG_DESCRIPTION} and "
+                f"{CATALOG_LOCATION}; unknown properties: {', '.join(sorted(unknown))}"
+            )
+        location = properties.get(CATALOG_LOCATION) or join_location(self.root, catalog)
+        return ttypes.Catalog(
+            name=catalog, description=properties.get(CATALOG_DESCRIPTION), locationUri=location
+        )
+
+    def _require_catalog_api(self, what: str) -> None:
+        if not self._has_catalog_api():
+            raise UnsupportedOperationError(
+                f"Cannot {what}: this metastore has no catalog API (Hive 2.x); it serves the "
+                f"single catalog {DEFAULT_CATALOG!r}"
+            )
+
+    # ----------------------------------------------------------------------------------------
+    # Namespace primitives
+    # ----------------------------------------------------------------------------------------
+
+    def _catalog_get_namespace(self, path: Path) -> dict[str, str] | None:
+        if len(path) == 1:
+            return self._catalog_properties(path[0])
+        if not self._check_catalog(path[0]):
+            return None
+        return self._get_database_props(path)
+
+    def _catalog_create_namespace(self, path: Path, properties: Mapping[str, str]) -> None:
+        if len(path) == 1:
+            self._require_catalog_api(f"create catalog {describe(path)}")
+            try:
+                self._call(
+                    "create_catalog",
+                    ttypes.CreateCatalogRequest(self._catalog_object(path[0], properties)),
+                    idempotent=False,
+                )
+            except ttypes.AlreadyExistsException:
+                raise NamespaceAlreadyExistsError(
+                    f"Namespace {describe(path)} already exists"
+                ) from None
+            return
+        if not self._check_catalog(path[0]):
+            raise NamespaceNotFoundError(
+                f"Catalog {describe(path[:1])} of {describe(path)} does not exist"
+            )
+        self._create_database(path, properties)
+
+    def _catalog_replace_namespace_properties(
+        self, path: Path, properties: Mapping[str, str]
+    ) -> None:
+        if len(path) == 2:
+            self._replace_database_properties(path, properties)
+            return
+        self._require_catalog_api(f"change catalog {describe(path)}")
+        self._call(
+            "alter_catalog",
+            ttypes.AlterCatalogRequest(path[0], self._catalog_object(path[0], properties)),
+        )
+
+    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+        if len(path) == 2:
+            return self._database_is_empty(path)
+        return not self._catalog_databases(path[0])
+
+    def _catalog_databases(self, catalog: str) -> list[str]:
+        return self._list_databases(catalog if self._has_catalog_api() else None)
+
+    def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
+        if len(path) == 2:
+            self._drop_database(path, cascade)
+            return
+        self._require_catalog_api(f"drop catalog {describe(path)}")
+        if cascade:
+            for database in self._catalog_databases(path[0]):
+                self._drop_database((path[0], database), cascade=True)
+        try:
+            self._call("drop_catalog", ttypes.DropCatalogRequest(path[0]), idempotent=False)
+        except ttypes.NoSuchObjectException:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
+
+    def _catalog_list_namespaces(self, path: Path) -> list[str]:
+        if not path:
+            if self._has_catalog_api():
+                return list(self._call("get_catalogs").names)
+            return [DEFAULT_CATALOG]
+        if self._catalog_get_namespace(path) is None:
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        if len(path) == 2:
+            return []
+        return self._catalog_databases(path[0])
+
+    def _catalog_list_lance_tables(self, path: Path) -> list[str]:
+        if len(path) < 2:
+            if self._catalog_get_namespace(path) is None:
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            return []  # catalogs hold databases, not tables
+        if not self._check_catalog(path[0]):
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        return super()._catalog_list_lance_tables(path)
+
+    def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
+        if not self._has_catalog_api() and path[0] != DEFAULT_CATALOG:
+            return None
+        return super()._catalog_get_table(path, name)
+
+    def _catalog_create_table(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        if not self._check_catalog(path[0]):
+            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+        super()._catalog_create_table(path, entry, columns)
+
+
+def _login_name() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no login name in some containers
+        return "lance-metastore"
