@@ -17,8 +17,12 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 from lance_namespace import (
+    BatchDeleteTableVersionsRequest,
+    BatchDeleteTableVersionsResponse,
     CreateNamespaceRequest,
     CreateNamespaceResponse,
+    CreateTableVersionRequest,
+    CreateTableVersionResponse,
     DeclareTableRequest,
     DeclareTableResponse,
     DeregisterTableRequest,
@@ -27,6 +31,8 @@ from lance_namespace import (
     DescribeNamespaceResponse,
     DescribeTableRequest,
     DescribeTableResponse,
+    DescribeTableVersionRequest,
+    DescribeTableVersionResponse,
     DropNamespaceRequest,
     DropNamespaceResponse,
     DropTableRequest,
@@ -36,12 +42,15 @@ from lance_namespace import (
     ListNamespacesResponse,
     ListTablesRequest,
     ListTablesResponse,
+    ListTableVersionsRequest,
+    ListTableVersionsResponse,
     NamespaceExistsRequest,
     RegisterTableRequest,
     RegisterTableResponse,
     TableExistsRequest,
 )
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     LanceNamespaceError,
     NamespaceAlreadyExistsError,
@@ -49,11 +58,12 @@ from lance_namespace.errors import (
     NamespaceNotFoundError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    TableVersionNotFoundError,
     UnsupportedOperationError,
 )
 
-from . import tables
-from .config import ROOT, Property, Settings, parse_properties
+from . import tables, versions
+from .config import MANAGED_BY, ROOT, Property, Settings, parse_properties
 from .errors import translate_errors
 from .identifiers import Path, describe, split_identifier
 from .paging import Pager
@@ -85,7 +95,7 @@ def _mode(value: str | None, default: str, allowed: Sequence[str], what: str) ->
 class CatalogNamespace(LanceNamespace):
     """Shared flow of every operation; subclasses implement the ``_catalog_*`` primitives."""
 
-    PROPERTIES: ClassVar[tuple[Property, ...]] = (ROOT,)
+    PROPERTIES: ClassVar[tuple[Property, ...]] = (ROOT, MANAGED_BY)
     # Whether DropNamespace may cascade (Glue: no, by its spec; Hive: yes).
     SUPPORTS_CASCADE: ClassVar[bool] = False
 
@@ -203,6 +213,16 @@ class CatalogNamespace(LanceNamespace):
         """
 
     @abstractmethod
+    def _catalog_compare_and_set(
+        self, path: Path, expected: TableEntry, parameters: dict[str, str]
+    ) -> None:
+        """Replace the table's parameters only if it is unchanged since ``expected`` was read.
+
+        Location and columns stay. Atomic against concurrent writers; a lost race raises
+        ConcurrentModificationError. This is what makes the catalog the commit arbiter.
+        """
+
+    @abstractmethod
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         """Remove the catalog entry only; TableNotFoundError if it is gone."""
 
@@ -269,19 +289,7 @@ class CatalogNamespace(LanceNamespace):
             return None
 
     def _declared_parameters(self, properties: Mapping[str, str] | None) -> dict[str, str]:
-        params = tables.table_parameters(properties, self._default_managed_by())
-        if params[tables.MANAGED_BY_KEY] == tables.MANAGED_BY_IMPL:
-            self._require_managed_versioning()
-        return params
-
-    def _default_managed_by(self) -> str:
-        return tables.MANAGED_BY_STORAGE
-
-    def _require_managed_versioning(self) -> None:
-        raise UnsupportedOperationError(
-            f"{type(self).__name__} does not yet arbitrate commits of tables with "
-            "managed_by=impl; declare the table with managed_by=storage"
-        )
+        return tables.table_parameters(properties, self._settings["managed_by"])
 
     def _managed_versioning(self, entry: TableEntry) -> bool:
         return entry.managed_by == tables.MANAGED_BY_IMPL
@@ -466,6 +474,8 @@ class CatalogNamespace(LanceNamespace):
                 raise InvalidInputError(
                     f"Cannot register {describe((*path, name))}: no Lance dataset at {location!r}"
                 )
+            if parameters[tables.MANAGED_BY_KEY] == tables.MANAGED_BY_IMPL:
+                parameters = self._adopt_latest_version(location, parameters)
             entry = TableEntry(name=name, location=location, parameters=parameters)
             columns = catalog_columns(schema)
             try:
@@ -477,6 +487,16 @@ class CatalogNamespace(LanceNamespace):
                 entry.version_token = existing.version_token
                 self._catalog_update_table(path, entry, columns)
             return RegisterTableResponse(location=location, properties=parameters)
+
+    def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
+        """Registering a dataset as catalog-managed: the catalog starts at its latest version."""
+        version = self._open_dataset(location).version
+        local = tables.plain_location(location) or location
+        v1_name = os.path.join(local, "_versions", versions.manifest_name(version, "V1"))
+        scheme = "V1" if "://" not in local and os.path.exists(v1_name) else "V2"
+        record = versions.older_record(local, version, scheme, None)
+        commit = versions.Commit(version, record.manifest_path, None, None, scheme)
+        return commit.parameters(parameters)
 
     def describe_table(self, request: Any = None) -> DescribeTableResponse:
         raw_id = _raw_id(request)
@@ -553,6 +573,137 @@ class CatalogNamespace(LanceNamespace):
             return DropTableResponse(
                 id=[*path, name], location=entry.location, properties=dict(entry.parameters)
             )
+
+    # ----------------------------------------------------------------------------------------
+    # Catalog-managed versions (managed_by=impl): the catalog arbitrates every commit
+    # ----------------------------------------------------------------------------------------
+
+    def _require_managed_table(self, path: Path, name: str) -> TableEntry:
+        entry = self._require_lance_table(path, name)
+        if not self._managed_versioning(entry):
+            raise InvalidInputError(
+                f"Table {describe((*path, name))} is managed by storage: Lance commits its "
+                "versions itself; declare it with managed_by=impl for catalog-managed commits"
+            )
+        return entry
+
+    def create_table_version(self, request: Any = None) -> CreateTableVersionResponse:
+        raw_id = _raw_id(request)
+        with self._operation("commit a version of table", raw_id):
+            req = coerce_request(request, CreateTableVersionRequest)
+            if req.branch:
+                raise UnsupportedOperationError("Branches are not supported by catalog commits")
+            path, name = self._table_path(req.id)
+            if req.version < 1 or not req.manifest_path:
+                raise InvalidInputError("A commit needs a version >= 1 and a manifest_path")
+            entry = self._require_managed_table(path, name)
+            latest = versions.current_version(entry.parameters)
+            if req.version <= latest:
+                raise ConcurrentModificationError(
+                    f"Version {req.version} of table {describe((*path, name))} is already "
+                    f"committed (latest is {latest})"
+                )
+            if req.version != latest + 1:
+                raise InvalidInputError(
+                    f"Version {req.version} of table {describe((*path, name))} would leave a "
+                    f"gap: the latest committed version is {latest}"
+                )
+            commit = versions.Commit(
+                req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
+            )
+            self._catalog_compare_and_set(path, entry, commit.parameters(entry.parameters))
+            record = versions.latest_record(commit.parameters(entry.parameters))
+            return CreateTableVersionResponse(version=record)
+
+    def _version_records(self, entry: TableEntry) -> list[Any]:
+        """Every visible version record, ascending: older ones from storage, the latest from
+        the catalog."""
+        latest = versions.latest_record(entry.parameters)
+        if latest is None:
+            return []
+        deleted = versions.deleted_ranges(entry.parameters)
+        scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
+        records = []
+        location = tables.plain_location(entry.location) or ""
+        try:
+            history = self._open_dataset(location).versions()
+        except Exception:
+            history = []
+        for item in history:
+            number = int(item["version"])
+            if number >= latest.version or versions.is_deleted(number, deleted):
+                continue
+            stamp = item.get("timestamp")
+            millis = int(stamp.timestamp() * 1000) if hasattr(stamp, "timestamp") else None
+            records.append(versions.older_record(location, number, scheme, millis))
+        if not versions.is_deleted(latest.version, deleted):
+            records.append(latest)
+        return sorted(records, key=lambda r: r.version)
+
+    def list_table_versions(self, request: Any = None) -> ListTableVersionsResponse:
+        raw_id = _raw_id(request)
+        with self._operation("list versions of table", raw_id):
+            req = coerce_request(request, ListTableVersionsRequest)
+            path, name = self._table_path(req.id)
+            entry = self._require_managed_table(path, name)
+            descending = bool(req.descending)
+            if descending and req.limit == 1 and not req.page_token:
+                # Lance's hot path on every open and commit: the catalog alone answers it.
+                latest = versions.latest_record(entry.parameters)
+                return ListTableVersionsResponse(versions=[latest] if latest else [])
+            records = {f"{r.version:020d}": r for r in self._version_records(entry)}
+            keys, token = self._pager.page(
+                ("versions", path, name, entry.parameters.get(tables.VERSION_KEY)),
+                lambda: list(records),
+                req.page_token,
+                req.limit,
+                descending=descending,
+            )
+            return ListTableVersionsResponse(
+                versions=[records[k] for k in keys if k in records], page_token=token
+            )
+
+    def describe_table_version(self, request: Any = None) -> DescribeTableVersionResponse:
+        raw_id = _raw_id(request)
+        with self._operation("describe a version of table", raw_id):
+            req = coerce_request(request, DescribeTableVersionRequest)
+            path, name = self._table_path(req.id)
+            entry = self._require_managed_table(path, name)
+            latest = versions.latest_record(entry.parameters)
+            if req.version is None or (latest and req.version == latest.version):
+                if latest is None:
+                    raise TableVersionNotFoundError(
+                        f"Table {describe((*path, name))} has no committed version yet"
+                    )
+                return DescribeTableVersionResponse(version=latest)
+            for record in self._version_records(entry):
+                if record.version == req.version:
+                    return DescribeTableVersionResponse(version=record)
+            raise TableVersionNotFoundError(
+                f"Version {req.version} of table {describe((*path, name))} does not exist"
+            )
+
+    def batch_delete_table_versions(self, request: Any = None) -> BatchDeleteTableVersionsResponse:
+        raw_id = _raw_id(request)
+        with self._operation("delete version records of table", raw_id):
+            req = coerce_request(request, BatchDeleteTableVersionsRequest)
+            path, name = self._table_path(req.id)
+            entry = self._require_managed_table(path, name)
+            latest = versions.current_version(entry.parameters)
+            ranges = [
+                versions.inclusive_range(r.start_version, r.end_version, latest) for r in req.ranges
+            ]
+            if any(start <= latest <= end for start, end in ranges):
+                raise InvalidInputError(
+                    f"The latest version ({latest}) of table {describe((*path, name))} "
+                    "cannot be deleted"
+                )
+            visible = {r.version for r in self._version_records(entry)}
+            count = sum(1 for v in visible if versions.is_deleted(v, ranges))
+            parameters = dict(entry.parameters)
+            parameters[versions.DELETED_KEY] = versions.with_deleted(entry.parameters, ranges)
+            self._catalog_compare_and_set(path, entry, parameters)
+            return BatchDeleteTableVersionsResponse(deleted_count=count)
 
 
 def _raw_id(request: Any) -> Any:

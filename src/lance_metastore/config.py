@@ -91,6 +91,14 @@ ROOT = Property(
 )
 
 
+MANAGED_BY = Property(
+    "managed_by",
+    "Who arbitrates commits of new tables: 'storage' (Lance) or 'impl' (the catalog)",
+    one_of("storage", "impl"),
+    default="storage",
+)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Parsed configuration: typed values, ``storage.*`` options and the original strings."""

@@ -15,12 +15,14 @@ from __future__ import annotations
 import getpass
 import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InternalError,
     InvalidInputError,
     LanceNamespaceError,
@@ -36,9 +38,10 @@ from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TApplicationException
 from thrift.transport.TTransport import TTransportException
 
+from . import versions
 from ._hms_pool import ConnectionPool, parse_uris
 from .base import CatalogNamespace
-from .config import ROOT, Property, Settings, non_empty, positive_float, positive_int
+from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
 from .identifiers import NameRules, Path, describe
 from .schema import CatalogColumn
 from .tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
@@ -76,7 +79,11 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     Property("client.retries", "Retries of calls that are safe to repeat", positive_int, 2),
     Property("client.user", "User name the metastore records as owner", non_empty),
+    Property(
+        "client.lock-timeout-sec", "Longest wait for a table lock at commit", positive_float, 30.0
+    ),
     ROOT,
+    MANAGED_BY,
 )
 
 
@@ -305,6 +312,10 @@ class _HiveNamespace(CatalogNamespace):
             parameters=dict(table.parameters or {}),
             table_type=table.tableType,
             has_columns=bool(descriptor and descriptor.cols),
+            columns=[
+                CatalogColumn(c.name, c.type, c.comment or "")
+                for c in (descriptor.cols if descriptor and descriptor.cols else [])
+            ],
         )
 
     def _table_object(
@@ -376,6 +387,71 @@ class _HiveNamespace(CatalogNamespace):
         replacement.createTime = current.createTime
         replacement.owner = current.owner or self._user
         self._call("alter_table", self._db_ref(path), entry.name, replacement)
+
+    def _catalog_compare_and_set(
+        self, path: Path, expected: TableEntry, parameters: dict[str, str]
+    ) -> None:
+        """Read-check-alter under the metastore's exclusive table lock (always released)."""
+        lock_id = self._lock_table(path, expected.name)
+        try:
+            current = self._get("get_table", self._db_ref(path), expected.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, expected.name))} does not exist")
+            now = dict(current.parameters or {})
+            if versions.current_version(now) != versions.current_version(
+                expected.parameters
+            ) or now.get(versions.DELETED_KEY) != expected.parameters.get(versions.DELETED_KEY):
+                raise ConcurrentModificationError(
+                    f"Table {describe((*path, expected.name))} changed concurrently"
+                )
+            current.parameters = {**parameters, "EXTERNAL": "TRUE"}
+            self._call("alter_table", self._db_ref(path), expected.name, current, idempotent=False)
+        finally:
+            self._unlock(lock_id)
+
+    def _lock_table(self, path: Path, name: str) -> int:
+        """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one."""
+        component = ttypes.LockComponent(
+            type=ttypes.LockType.EXCLUSIVE,
+            level=ttypes.LockLevel.TABLE,
+            dbname=path[-1],
+            tablename=name,
+            operationType=ttypes.DataOperationType.NO_TXN,
+            isTransactional=False,
+        )
+        request = ttypes.LockRequest(
+            component=[component],
+            user=self._user,
+            hostname=socket.gethostname(),
+            agentInfo="lance-metastore",
+        )
+        response = self._call("lock", request, idempotent=False)
+        deadline = time.monotonic() + self._settings["client.lock-timeout-sec"]
+        delay = 0.005
+        while response.state == ttypes.LockState.WAITING:
+            if time.monotonic() > deadline:
+                self._unlock(response.lockid)
+                raise ConcurrentModificationError(
+                    f"Table {describe((*path, name))} stayed locked by another writer for "
+                    f"{self._settings['client.lock-timeout-sec']} s"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+            response = self._call("check_lock", ttypes.CheckLockRequest(lockid=response.lockid))
+        if response.state != ttypes.LockState.ACQUIRED:
+            self._unlock(response.lockid)
+            raise ConcurrentModificationError(
+                f"Could not lock table {describe((*path, name))}: lock state {response.state}"
+            )
+        return response.lockid
+
+    def _unlock(self, lock_id: int) -> None:
+        try:
+            self._call("unlock", ttypes.UnlockRequest(lockid=lock_id))
+        except ttypes.NoSuchLockException:
+            pass  # expired or already released
+        except Exception as error:
+            logger.warning("could not release metastore lock %s: %s", lock_id, error)
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         try:
@@ -531,7 +607,12 @@ class Hive3Namespace(_HiveNamespace):
     def _catalog_namespace_is_empty(self, path: Path) -> bool:
         if len(path) == 2:
             return self._database_is_empty(path)
-        return not self._catalog_databases(path[0])
+        databases = self._catalog_databases(path[0])
+        # HMS 3 gives every new catalog a database "default" and drops it with the catalog
+        # when it is empty: a catalog holding only an empty "default" is an empty catalog.
+        if databases == ["default"] and path[0] != DEFAULT_CATALOG and self._has_catalog_api():
+            return self._database_is_empty((path[0], "default"))
+        return not databases
 
     def _catalog_databases(self, catalog: str) -> list[str]:
         return self._list_databases(catalog if self._has_catalog_api() else None)
@@ -540,6 +621,9 @@ class Hive3Namespace(_HiveNamespace):
         if len(path) == 2:
             self._drop_database(path, cascade)
             return
+        if path[0] == DEFAULT_CATALOG:
+            # HMS refuses it, but only after a cascade would have dropped every database.
+            raise InvalidInputError(f"Catalog {DEFAULT_CATALOG!r} is the default; never dropped")
         self._require_catalog_api(f"drop catalog {describe(path)}")
         if cascade:
             for database in self._catalog_databases(path[0]):

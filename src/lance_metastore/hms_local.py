@@ -11,11 +11,11 @@ through :meth:`LocalMetastore.from_data_dir`.
 Two things stock HMS 2.3 needs to take table locks, which Lance commits rely on:
 
 - The transaction tables (``TXNS``, ``HIVE_LOCKS``, ...). DataNucleus does not create them,
-  and Hive only creates them itself in its test mode (``hive.in.test``), which also makes
-  ``get_table`` demand a test-only client capability and rejects lock requests whose
-  operation type is unset. So the JVM's entry point is a two-line script, run by the Janino
-  script evaluator that pyspark ships, which calls Hive's own ``TxnDbUtil.prepDb`` (it is a
-  no-op once the tables exist) and then ``HiveMetaStore.main``.
+  and Hive only creates them itself in its test mode (``hive.in.test``), which also rejects
+  every lock request whose operation type is left unset (the default of Hive's and
+  pymetastore's ``LockComponent``). So the JVM's entry point is a short script, run by the
+  Janino script evaluator that pyspark ships, which calls Hive's own ``TxnDbUtil.prepDb``
+  (its "already exists" error is ignored on later starts) and then ``HiveMetaStore.main``.
 - A connection pool that is on the classpath: Hive's default, BoneCP, is not in pyspark, and
   the transaction code fails with ``NoClassDefFoundError`` without it, so HikariCP is used.
 """
@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
+from types import MappingProxyType, TracebackType
 from xml.sax.saxutils import escape
 
 from pymetastore.hive_metastore import ThriftHiveMetastore
@@ -43,6 +43,7 @@ from thrift.transport import TSocket, TTransport
 
 __all__ = [
     "DEFAULT_HEAP",
+    "FAST_LOCK_EXPIRY",
     "JVM_FLAGS",
     "JavaNotFoundError",
     "LocalMetastore",
@@ -58,10 +59,21 @@ __all__ = [
 
 DEFAULT_HEAP = "512m"
 
-# Measured on a 2-core machine: the metastore answers ~2.7 s after launch with the JVM's
-# defaults and ~1.9 s with these. C1-only compilation is plenty for a development metastore;
-# the serial collector suits the small heap and starts no GC threads.
+# Measured on a 2-core machine, from launch to the first answered call: ~2.7 s with the JVM's
+# defaults and ~1.9 s with these (~3.2 s and ~2.5 s for start() on a new data directory,
+# which also creates the Derby schema). C1-only compilation is plenty for a development
+# metastore; the serial collector suits the small heap and starts no GC threads.
 JVM_FLAGS: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xshare:auto")
+
+# hive_conf for fault tests: a lock whose holder stops heartbeating expires within seconds
+# instead of Hive's default of 5 to 8 minutes (hive.txn.timeout plus the reaper's schedule).
+FAST_LOCK_EXPIRY: Mapping[str, str] = MappingProxyType(
+    {
+        "hive.txn.timeout": "2s",
+        "hive.timedout.txn.reaper.start": "1s",
+        "hive.timedout.txn.reaper.interval": "1s",
+    }
+)
 
 STATE_FILE = "hms.pid.json"
 LOG_FILE = "hms.log"
@@ -69,6 +81,8 @@ CONF_DIR = "conf"
 DERBY_DIR = "metastore_db"
 WAREHOUSE_DIR = "warehouse"
 _START_LOCK_FILE = "hms.start.lock"
+_PORT_ATTEMPTS = 3
+_PORT_TAKEN = "Address already in use"
 
 # Identifies our JVM on its command line, so a recorded pid that the OS has since reused for
 # another process is never taken for the metastore (and never signalled).
@@ -194,9 +208,9 @@ def hive_site_properties(data_dir: Path) -> dict[str, str]:
         "hive.support.concurrency": "true",
         "hive.txn.manager": "org.apache.hadoop.hive.ql.lockmgr.DbTxnManager",
         # Also starts the housekeeper, the only thing in HMS 2.3 that times out locks whose
-        # holder stopped heartbeating (hive.txn.timeout, default 300 s); without it a crashed
-        # writer would keep its table lock forever. No compactions run: there are no ACID
-        # tables and no worker threads.
+        # holder stopped heartbeating (hive.txn.timeout, default 300 s; see FAST_LOCK_EXPIRY);
+        # without it a crashed writer would keep its table lock forever. No compactions run:
+        # there are no ACID tables and no worker threads.
         "hive.compactor.initiator.on": "true",
         "hive.compactor.worker.threads": "0",
         # Keep table parameters exactly as clients write them: otherwise create_table and
@@ -277,11 +291,16 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    stat = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError):
-        # A zombie has exited; only its exit status is left for its parent to collect.
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
+    # A zombie has exited and only waits for its parent to collect its status. Look at every
+    # thread: a JVM's main thread can be a zombie while the others still shut down.
+    try:
+        states = [
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            for task in Path(f"/proc/{pid}/task").iterdir()
+        ]
+    except (OSError, IndexError):
+        return True  # no procfs, or a thread came or went while reading
+    return any(state not in ("Z", "X") for state in states)
 
 
 def _is_our_jvm(pid: int, data_dir: Path) -> bool:
@@ -315,7 +334,7 @@ class LocalMetastore:
 
     ``port=0`` lets the OS choose a free port at the first start; restarts keep it. ``host``
     is the address clients use (HMS 2.3 itself listens on all interfaces). ``hive_conf``
-    adds or overrides ``hive-site.xml`` settings, e.g. a shorter ``hive.txn.timeout``.
+    adds to or overrides :func:`hive_site_properties`, e.g. :data:`FAST_LOCK_EXPIRY`.
     """
 
     def __init__(
@@ -411,6 +430,19 @@ class LocalMetastore:
         Refuses with :class:`MetastoreAlreadyRunningError` if a metastore already runs on
         this data directory, from this object or any other process.
         """
+        choose_port = self._port == 0
+        for attempt in range(1, _PORT_ATTEMPTS + 1):
+            self._launch()
+            try:
+                self._wait_until_ready(timeout)
+                return
+            except MetastoreStartError as error:
+                # Another process can take an OS-chosen port before the JVM binds it.
+                if not choose_port or attempt == _PORT_ATTEMPTS or _PORT_TAKEN not in str(error):
+                    raise
+                self._port = 0
+
+    def _launch(self) -> None:
         self._data_dir.mkdir(parents=True, exist_ok=True)
         with self._start_lock():
             self._refuse_if_running()
@@ -440,7 +472,6 @@ class LocalMetastore:
                 )
             self._pid = self._proc.pid
             self._write_state()
-        self._wait_until_ready(timeout)
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the metastore: SIGTERM (Hive shuts down cleanly), then SIGKILL after ``timeout``."""

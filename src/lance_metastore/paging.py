@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import json
 import threading
 import time
@@ -66,15 +67,17 @@ class Pager:
         fetch: Callable[[], Sequence[str]],
         page_token: str | None,
         limit: int | None,
+        descending: bool = False,
     ) -> tuple[list[str], str | None]:
         """One page of the sorted listing that ``fetch`` produces for ``key``."""
         limit = check_limit(limit)
+        key = (key, descending)
         after, snapshot_id = decode_token(page_token) if page_token else (None, None)
         names = self._cached(snapshot_id, key) if snapshot_id else None
         if names is None:
-            names = sorted(set(fetch()))
+            names = sorted(set(fetch()), reverse=descending)
             snapshot_id = None
-        start = 0 if after is None else _first_after(names, after)
+        start = 0 if after is None else _first_after(names, after, descending)
         if limit is None or start + limit >= len(names):
             return names[start:], None
         chosen = names[start : start + limit]
@@ -102,7 +105,8 @@ class Pager:
         return snapshot_id
 
 
-def _first_after(names: list[str], after: str) -> int:
-    import bisect
-
+def _first_after(names: list[str], after: str, descending: bool) -> int:
+    """Index of the first name that comes after ``after`` in the listing's order."""
+    if descending:
+        return next((i for i, name in enumerate(names) if name < after), len(names))
     return bisect.bisect_right(names, after)

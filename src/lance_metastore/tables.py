@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from lance_namespace.errors import InvalidInputError
 
+from .schema import CatalogColumn
+
 TABLE_TYPE_KEY = "table_type"
 LANCE_TABLE_TYPE = "lance"
 MANAGED_BY_KEY = "managed_by"
@@ -32,6 +34,8 @@ class TableEntry:
     parameters: dict[str, str] = field(default_factory=dict)
     table_type: str | None = EXTERNAL_TABLE
     has_columns: bool = False
+    # The catalog's columns, kept so that parameter-only updates do not drop them.
+    columns: list[CatalogColumn] | None = None
     # The backend's token for a conditional update (Glue VersionId); None where unsupported.
     version_token: str | None = None
 

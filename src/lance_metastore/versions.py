@@ -1,0 +1,140 @@
+"""Catalog-managed versions (``managed_by=impl``), the rules shared by every backend.
+
+The catalog is the commit arbiter: its table parameters hold the latest committed version
+(``version``, as the Glue table definition spec says) and where that version's manifest is.
+A commit is a compare-and-set of those parameters, which each backend makes atomic its own
+way (Glue: UpdateTable with VersionId; Hive: an exclusive table lock around read-check-alter).
+
+Older versions are not copied into the catalog: Lance writes every committed manifest under
+``_versions/`` itself, so their records are derived from storage and capped at the catalog's
+version. Deleting version records (``batch_delete_table_versions``) hides them from listings
+and never deletes data.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from lance_namespace import TableVersion
+from lance_namespace.errors import InvalidInputError
+
+from .tables import VERSION_KEY
+
+MANIFEST_PATH_KEY = "lance.manifest_path"
+MANIFEST_SIZE_KEY = "lance.manifest_size"
+MANIFEST_ETAG_KEY = "lance.manifest_e_tag"
+NAMING_SCHEME_KEY = "lance.naming_scheme"
+COMMITTED_AT_KEY = "lance.committed_at_ms"
+DELETED_KEY = "lance.deleted_versions"
+
+U64_MAX = 2**64 - 1
+
+
+def current_version(parameters: Mapping[str, str]) -> int:
+    """The latest committed version in the catalog; 0 when nothing was committed yet."""
+    value = parameters.get(VERSION_KEY, "").strip()
+    return int(value) if value.isdigit() else 0
+
+
+def manifest_name(version: int, naming_scheme: str | None) -> str:
+    """File name of a committed manifest under ``_versions/``, as Lance names it."""
+    if (naming_scheme or "V2").upper() == "V1":
+        return f"{version}.manifest"
+    return f"{U64_MAX - version:020d}.manifest"
+
+
+def store_path(location: str) -> str:
+    """The path of a location inside its object store, as Lance reports manifest paths."""
+    if "://" in location:
+        bucket_and_key = location.split("://", 1)[1]
+        return bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
+    return location.lstrip("/")
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int
+    manifest_path: str
+    manifest_size: int | None
+    e_tag: str | None
+    naming_scheme: str | None
+
+    def parameters(self, current: Mapping[str, str]) -> dict[str, str]:
+        """The table's parameters after this commit."""
+        updated = dict(current)
+        updated[VERSION_KEY] = str(self.version)
+        updated[MANIFEST_PATH_KEY] = self.manifest_path
+        updated[COMMITTED_AT_KEY] = str(int(time.time() * 1000))
+        for key, value in (
+            (MANIFEST_SIZE_KEY, self.manifest_size),
+            (MANIFEST_ETAG_KEY, self.e_tag),
+            (NAMING_SCHEME_KEY, self.naming_scheme),
+        ):
+            if value is None:
+                updated.pop(key, None)
+            else:
+                updated[key] = str(value)
+        return updated
+
+
+def latest_record(parameters: Mapping[str, str]) -> TableVersion | None:
+    version = current_version(parameters)
+    if version == 0 or not parameters.get(MANIFEST_PATH_KEY):
+        return None
+    size = parameters.get(MANIFEST_SIZE_KEY, "")
+    stamp = parameters.get(COMMITTED_AT_KEY, "")
+    return TableVersion(
+        version=version,
+        manifest_path=parameters[MANIFEST_PATH_KEY],
+        manifest_size=int(size) if size.isdigit() else None,
+        e_tag=parameters.get(MANIFEST_ETAG_KEY) or None,
+        timestamp_millis=int(stamp) if stamp.isdigit() else None,
+    )
+
+
+def older_record(
+    location: str, version: int, naming_scheme: str | None, timestamp_millis: int | None
+) -> TableVersion:
+    prefix = store_path(location).rstrip("/")
+    return TableVersion(
+        version=version,
+        manifest_path=f"{prefix}/_versions/{manifest_name(version, naming_scheme)}",
+        timestamp_millis=timestamp_millis,
+    )
+
+
+# Deleted version records: "1-5,9-9" ranges kept in a table parameter.
+
+
+def deleted_ranges(parameters: Mapping[str, str]) -> list[tuple[int, int]]:
+    ranges = []
+    for part in parameters.get(DELETED_KEY, "").split(","):
+        if "-" in part:
+            start, _, end = part.partition("-")
+            if start.isdigit() and end.isdigit():
+                ranges.append((int(start), int(end)))
+    return ranges
+
+
+def is_deleted(version: int, ranges: Iterable[tuple[int, int]]) -> bool:
+    return any(start <= version <= end for start, end in ranges)
+
+
+def with_deleted(parameters: Mapping[str, str], ranges: Iterable[tuple[int, int]]) -> str:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted([*deleted_ranges(parameters), *ranges]):
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return ",".join(f"{s}-{e}" for s, e in merged)
+
+
+def inclusive_range(start: int, end_exclusive: int, latest: int) -> tuple[int, int]:
+    """A request's [start, end) range (end -1: through the latest) as an inclusive one."""
+    end = latest if end_exclusive == -1 else end_exclusive - 1
+    if start < 0 or end < start:
+        raise InvalidInputError(f"Invalid version range [{start}, {end_exclusive})")
+    return start, end

@@ -1,0 +1,283 @@
+"""A real local Hive Metastore 2.3 (from the pyspark jars): lifecycle, Lance tables, table locks.
+
+One metastore serves the whole module; the tests that kill and stop it run last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pymetastore.hive_metastore.ttypes import (
+    AlreadyExistsException,
+    CheckLockRequest,
+    Database,
+    FieldSchema,
+    LockComponent,
+    LockLevel,
+    LockRequest,
+    LockResponse,
+    LockState,
+    LockType,
+    SerDeInfo,
+    ShowLocksRequest,
+    StorageDescriptor,
+    Table,
+    UnlockRequest,
+)
+
+from lance_metastore import hms_local
+from lance_metastore.hms_local import (
+    FAST_LOCK_EXPIRY,
+    STATE_FILE,
+    JavaNotFoundError,
+    LocalMetastore,
+    MetastoreAlreadyRunningError,
+    MetastoreStartError,
+    find_pyspark_jars,
+    java_executable,
+)
+
+LANCE_FILTER = 'hive_filter_field_params__table_type like "(?i)lance"'
+
+
+def _java_missing() -> str | None:
+    try:
+        java_executable()
+    except JavaNotFoundError as error:
+        return str(error)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_java_missing() is not None, reason=str(_java_missing()))
+
+
+@pytest.fixture(scope="module")
+def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMetastore]:
+    with LocalMetastore(tmp_path_factory.mktemp("hms")) as hms:
+        yield hms
+
+
+def _create_database(client, name: str) -> None:
+    with contextlib.suppress(AlreadyExistsException):
+        client.create_database(Database(name=name, description="test", parameters={}))
+
+
+def _create_table(client, db: str, name: str, location: Path, table_type: str | None) -> None:
+    parameters = {"EXTERNAL": "TRUE"}
+    if table_type is not None:
+        parameters["table_type"] = table_type
+    sd = StorageDescriptor(
+        cols=[FieldSchema(name="id", type="bigint", comment="")],
+        location=location.as_uri(),
+        serdeInfo=SerDeInfo(name=name, parameters={}),
+        parameters={},
+    )
+    table = Table(
+        tableName=name,
+        dbName=db,
+        owner="tester",
+        sd=sd,
+        partitionKeys=[],
+        parameters=parameters,
+        tableType="EXTERNAL_TABLE",
+    )
+    client.create_table(table)
+
+
+def _table_lock(db: str, table: str) -> LockRequest:
+    component = LockComponent(
+        type=LockType.EXCLUSIVE, level=LockLevel.TABLE, dbname=db, tablename=table
+    )
+    return LockRequest(component=[component], user="tester", hostname=socket.gethostname())
+
+
+def test_started_metastore_keeps_its_state_in_the_data_dir(metastore: LocalMetastore) -> None:
+    assert metastore.port > 0
+    assert metastore.uri == f"thrift://127.0.0.1:{metastore.port}"
+    assert metastore.pid is not None
+    assert metastore.is_running()
+    data_dir = metastore.data_dir
+    state = json.loads((data_dir / STATE_FILE).read_text())
+    assert (state["pid"], state["port"]) == (metastore.pid, metastore.port)
+    assert metastore.log_path.parent == data_dir
+    assert "Started the new metaserver" in metastore.log_path.read_text()
+    assert (data_dir / "metastore_db").is_dir()
+    assert (data_dir / "derby.log").is_file()
+    assert not (Path.cwd() / "derby.log").exists()
+    assert (data_dir / "conf" / "hive-site.xml").is_file()
+
+
+def test_lance_tables_are_found_by_a_case_insensitive_parameter_filter(
+    metastore: LocalMetastore, tmp_path: Path
+) -> None:
+    with metastore.client() as client:
+        _create_database(client, "filters")
+        _create_table(client, "filters", "upper", tmp_path / "upper", "LANCE")
+        _create_table(client, "filters", "lower", tmp_path / "lower", "lance")
+        _create_table(client, "filters", "iceberg", tmp_path / "iceberg", "ICEBERG")
+        _create_table(client, "filters", "plain", tmp_path / "plain", None)
+
+        table = client.get_table("filters", "upper")
+        assert table.tableType == "EXTERNAL_TABLE"
+        # No statistics parameters added behind the client's back.
+        assert table.parameters.keys() - {"transient_lastDdlTime"} == {"EXTERNAL", "table_type"}
+        found = client.get_table_names_by_filter("filters", LANCE_FILTER, -1)
+        assert sorted(found) == ["lower", "upper"]
+
+
+def test_exclusive_table_lock_makes_a_second_request_wait(
+    metastore: LocalMetastore, tmp_path: Path
+) -> None:
+    with metastore.client() as first, metastore.client() as second:
+        _create_database(first, "locks")
+        _create_table(first, "locks", "orders", tmp_path / "orders", "LANCE")
+
+        held: LockResponse = first.lock(_table_lock("locks", "orders"))
+        assert held.state == LockState.ACQUIRED
+        waiting: LockResponse = second.lock(_table_lock("locks", "orders"))
+        assert waiting.state == LockState.WAITING
+        assert second.check_lock(CheckLockRequest(lockid=waiting.lockid)).state == (
+            LockState.WAITING
+        )
+
+        first.unlock(UnlockRequest(lockid=held.lockid))
+        assert second.check_lock(CheckLockRequest(lockid=waiting.lockid)).state == (
+            LockState.ACQUIRED
+        )
+        second.unlock(UnlockRequest(lockid=waiting.lockid))
+        assert not first.show_locks(ShowLocksRequest()).locks
+
+
+def test_a_lock_whose_holder_stops_heartbeating_expires(tmp_path: Path) -> None:
+    with (
+        LocalMetastore(tmp_path / "hms", hive_conf=FAST_LOCK_EXPIRY) as hms,
+        hms.client() as client,
+    ):
+        _create_database(client, "expiry")
+        _create_table(client, "expiry", "orders", tmp_path / "orders", "LANCE")
+        abandoned = client.lock(_table_lock("expiry", "orders"))
+        assert abandoned.state == LockState.ACQUIRED
+
+        deadline = time.monotonic() + 30
+        while client.show_locks(ShowLocksRequest()).locks:
+            assert time.monotonic() < deadline, "the abandoned lock never expired"
+            time.sleep(0.2)
+        fresh = client.lock(_table_lock("expiry", "orders"))
+        assert fresh.state == LockState.ACQUIRED
+
+
+def test_from_data_dir_finds_the_running_metastore(metastore: LocalMetastore) -> None:
+    found = LocalMetastore.from_data_dir(metastore.data_dir)
+    assert (found.pid, found.port, found.uri) == (metastore.pid, metastore.port, metastore.uri)
+    assert found.is_running()
+    status = found.status()
+    assert status.running and status.process_alive and status.responding
+    assert status.pid == metastore.pid
+
+
+def test_from_data_dir_without_a_metastore(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no local metastore"):
+        LocalMetastore.from_data_dir(tmp_path)
+
+
+def test_a_second_start_on_the_same_data_dir_is_refused(metastore: LocalMetastore) -> None:
+    with pytest.raises(MetastoreAlreadyRunningError, match="already runs"):
+        LocalMetastore(metastore.data_dir).start()
+    with pytest.raises(MetastoreAlreadyRunningError):
+        metastore.start()
+    assert metastore.is_running()
+
+
+def test_kill_then_restart_keeps_the_data(metastore: LocalMetastore, tmp_path: Path) -> None:
+    with metastore.client() as client:
+        _create_database(client, "survivor")
+        _create_table(client, "survivor", "kept", tmp_path / "kept", "LANCE")
+    port, pid = metastore.port, metastore.pid
+
+    metastore.kill()
+    assert not metastore.is_running()
+    assert not LocalMetastore.from_data_dir(metastore.data_dir).is_running()
+
+    metastore.restart()
+    assert metastore.port == port
+    assert metastore.pid != pid
+    with metastore.client() as client:
+        assert "survivor" in client.get_all_databases()
+        assert client.get_table_names_by_filter("survivor", LANCE_FILTER, -1) == ["kept"]
+        lock = client.lock(_table_lock("survivor", "kept"))
+        assert lock.state == LockState.ACQUIRED
+        client.unlock(UnlockRequest(lockid=lock.lockid))
+
+
+def test_a_metastore_can_be_stopped_through_its_data_dir(metastore: LocalMetastore) -> None:
+    pid = metastore.pid
+    assert pid is not None
+    LocalMetastore.from_data_dir(metastore.data_dir).stop()  # as `lance-metastore hms stop` would
+    assert not metastore.is_running()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    recorded = LocalMetastore.from_data_dir(metastore.data_dir)
+    assert recorded.pid is None
+    assert recorded.port == metastore.port
+    assert not recorded.status().running
+    metastore.stop()  # stopping a stopped metastore is a no-op
+
+
+def test_start_on_a_busy_port_fails_clearly(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(MetastoreStartError, match=f"port {port} is in use"):
+            LocalMetastore(tmp_path, port=port).start()
+
+
+def test_an_os_chosen_port_taken_before_the_jvm_binds_it_is_replaced(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    with socket.socket() as busy:
+        busy.bind(("", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        ports = iter([taken])
+        real_free_port = hms_local._free_port
+        monkeypatch.setattr(
+            hms_local, "_free_port", lambda host: next(ports, None) or real_free_port(host)
+        )
+        with LocalMetastore(tmp_path) as metastore:
+            assert metastore.port not in (0, taken)
+            assert metastore.is_running()
+        assert "Address already in use" in metastore.log_path.read_text()
+
+
+def test_a_jvm_that_dies_at_startup_reports_its_log(tmp_path: Path) -> None:
+    metastore = LocalMetastore(tmp_path, heap="1k")
+    with pytest.raises(MetastoreStartError, match="exited") as raised:
+        metastore.start(timeout=60)
+    assert "heap" in str(raised.value).lower()
+    assert not metastore.is_running()
+
+
+def test_missing_java_names_the_package_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(JavaNotFoundError, match="openjdk-17-jre-headless"):
+        java_executable()
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JavaNotFoundError, match="Java 17"):
+        java_executable()
+
+
+def test_pyspark_ships_hive_metastore_and_derby() -> None:
+    jars = find_pyspark_jars()
+    assert any(jars.glob("hive-metastore-2.3.*.jar"))
+    assert any(jars.glob("derby-*.jar"))
