@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import queue
+import select
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -58,12 +59,29 @@ class Connection:
 
     def __init__(self, server: Server, timeout_sec: float) -> None:
         self.server = server
-        sock = TSocket.TSocket(server.host, server.port)
+        self._socket = sock = TSocket.TSocket(server.host, server.port)
         sock.setTimeout(timeout_sec * 1000)
         self.transport = TTransport.TBufferedTransport(sock)
         protocol = TBinaryProtocol.TBinaryProtocol(self.transport)
         self.client = ThriftHiveMetastore.Client(protocol)
         self.transport.open()
+
+    def is_stale(self) -> bool:
+        """Whether this idle connection is closed, here or by the server (e.g. a restart).
+
+        Between calls nothing may be readable: readiness means end-of-stream or an error.
+        """
+        handle = self._socket.handle
+        if handle is None:
+            return True
+        try:
+            if hasattr(select, "poll"):
+                poller = select.poll()
+                poller.register(handle, select.POLLIN | select.POLLERR | select.POLLHUP)
+                return bool(poller.poll(0))
+            return bool(select.select([handle], [], [handle], 0)[0])
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -136,10 +154,17 @@ class ConnectionPool:
         self._closed = False  # a closed pool reopens on demand
         self._slots.acquire()
         try:
-            return self._idle.get_nowait()
-        except queue.Empty:
-            pass
-        try:
+            # Idle connections the server has closed (a restart closes them all) are dropped
+            # here, before a call is sent on them: retries alone would run out on a pool of
+            # dead connections, and calls that are not retried would fail.
+            while True:
+                try:
+                    connection = self._idle.get_nowait()
+                except queue.Empty:
+                    break
+                if not connection.is_stale():
+                    return connection
+                self._discard(connection)
             return self._connect()
         except BaseException:
             self._slots.release()

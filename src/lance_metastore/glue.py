@@ -37,6 +37,7 @@ from lance_namespace.errors import (
 
 from .base import CatalogNamespace
 from .config import (
+    MANAGED_BY,
     ROOT,
     Property,
     Settings,
@@ -99,6 +100,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("connect_timeout_sec", "Connect timeout", positive_float, default=10.0),
     Property("read_timeout_sec", "Read timeout", positive_float, default=60.0),
     ROOT,
+    MANAGED_BY,
 )
 
 _PERMISSION = {"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"}
@@ -140,6 +142,17 @@ def _error_code(error: BaseException) -> str | None:
     return None
 
 
+def _is_endpoint_url(url: str) -> bool:
+    """What botocore accepts as endpoint_url (it raises a bare ValueError otherwise)."""
+    from urllib.parse import urlsplit
+
+    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
+
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        return False
+    return bool(is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url))
+
+
 class GlueNamespace(CatalogNamespace):
     """Lance tables in the AWS Glue Data Catalog."""
 
@@ -163,6 +176,12 @@ class GlueNamespace(CatalogNamespace):
                 f"GlueNamespace: invalid catalog_id {catalog_id!r}: expected an account id "
                 "or '<account-id>:<catalog>[/<child>...]'"
             )
+        for name in ("endpoint", "sts_endpoint"):
+            if settings[name] is not None and not _is_endpoint_url(settings[name]):
+                raise InvalidInputError(
+                    f"GlueNamespace: invalid {name} {settings[name]!r}: expected an http(s) URL "
+                    "such as https://glue.us-east-1.amazonaws.com"
+                )
         self._client_lock = threading.Lock()
         self._glue: Any = None
         self._account_id: str | None = None
@@ -183,7 +202,9 @@ class GlueNamespace(CatalogNamespace):
 
     def close(self) -> None:
         with self._client_lock:
-            self._glue = None
+            client, self._glue = self._glue, None
+        if client is not None:
+            client.close()  # its connection pool; a later call builds a new client
 
     # ----------------------------------------------------------------------------------------
     # Client
@@ -277,6 +298,8 @@ class GlueNamespace(CatalogNamespace):
             return UnauthenticatedError(f"No usable AWS credentials to {context}: {error}")
         if isinstance(error, bx.NoRegionError):
             return InvalidInputError(f"No AWS region to {context}: set the 'region' property")
+        if isinstance(error, bx.ProfileNotFound):
+            return InvalidInputError(f"Cannot {context}: {error} (check 'profile_name')")
         if isinstance(error, bx.ParamValidationError):
             return InvalidInputError(f"Invalid request to {context}: {error}")
         if isinstance(
@@ -551,6 +574,10 @@ class GlueNamespace(CatalogNamespace):
             parameters=dict(table.get("Parameters") or {}),
             table_type=table.get("TableType"),
             has_columns=bool(descriptor.get("Columns")),
+            columns=[
+                CatalogColumn(c["Name"], c.get("Type", "string"), c.get("Comment", ""))
+                for c in descriptor.get("Columns") or []
+            ],
             version_token=table.get("VersionId"),
         )
 
@@ -600,7 +627,9 @@ class GlueNamespace(CatalogNamespace):
         try:
             self.glue.update_table(
                 DatabaseName=path[-1],
-                TableInput=self._table_input(entry, columns),
+                TableInput=self._table_input(
+                    entry, columns if columns is not None else entry.columns
+                ),
                 **self._ids(path[:-1]),
                 **kwargs,
             )
@@ -615,6 +644,25 @@ class GlueNamespace(CatalogNamespace):
                     f"Table {describe((*path, entry.name))} changed concurrently"
                 ) from None
             raise
+
+    def _catalog_compare_and_set(
+        self, path: Path, expected: TableEntry, parameters: dict[str, str]
+    ) -> None:
+        """UpdateTable conditional on the VersionId read with ``expected``."""
+        if expected.version_token is None:
+            raise InternalError(
+                f"Glue returned no VersionId for table {describe((*path, expected.name))}: "
+                "conditional updates are impossible"
+            )
+        updated = TableEntry(
+            name=expected.name,
+            location=expected.location,
+            parameters=parameters,
+            table_type=expected.table_type,
+            columns=expected.columns,
+            version_token=expected.version_token,
+        )
+        self._catalog_update_table(path, updated, expected.columns)
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         deleted = self._call(
