@@ -6,7 +6,13 @@ manager is on).
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import lance
 import pyarrow as pa
@@ -143,3 +149,50 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
     assert versions == list(range(1, total + 1))  # no gaps
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
     assert sum(landed) + len(failures) == writers * appends
+
+
+WORKER = str(Path(__file__).parent / "support" / "commit_worker.py")
+
+
+def run_worker(backend: Harness, table_id: list[str], appends: int, *flags: str):
+    props = json.dumps({**backend.properties(), "managed_by": "impl"})
+    return subprocess.Popen(
+        [sys.executable, WORKER, backend.name, props, "$".join(table_id), str(appends), *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RUST_LOG": "error"},
+    )
+
+
+def test_writer_processes_lose_nothing(backend: Harness, managed):
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    workers = [run_worker(backend, table_id, 5) for _ in range(4)]
+    reports = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+        reports.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(code == 14 for report in reports for code in report["codes"]), reports
+    total = 1 + sum(report["landed"] for report in reports)
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == list(
+        range(1, total + 1)
+    )
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
+
+
+def test_writer_killed_before_the_catalog_update(backend: Harness, managed):
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    victim = run_worker(backend, table_id, 1, "--die-before-catalog-update")
+    victim.communicate(timeout=120)
+    assert victim.returncode == -signal.SIGKILL
+    location = ns.describe_table({"id": table_id}).location
+    staged = [p for p in Path(location, "_versions").iterdir() if "manifest-" in p.name]
+    assert len(staged) >= 2  # the victim's manifest was written, then it died
+    assert ns.describe_table({"id": table_id}).properties["version"] == "1"
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
+    assert ns.describe_table({"id": table_id}).properties["version"] == "2"
