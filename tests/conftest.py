@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support.glue_emulator import GlueEmulator
+from support.glue_emulator import GlueEmulator, glue_endpoint_from_env
 from support.harness import GlueHarness, Harness, HiveHarness
 
 BACKENDS = ["glue", "hive2", "hive3"]
@@ -37,9 +38,17 @@ def glue_emulator() -> Iterator[GlueEmulator]:
 
 
 @pytest.fixture
-def glue(glue_emulator: GlueEmulator, tmp_path: Path) -> GlueHarness:
+def glue(glue_emulator: GlueEmulator, tmp_path: Path) -> Iterator[GlueHarness]:
+    real = glue_endpoint_from_env()
+    if real is not None:
+        harness = GlueHarness(
+            root=tmp_path / "lake", real=real, prefix=f"lmt_{uuid.uuid4().hex[:6]}_"
+        )
+        yield harness
+        harness.reset()  # leave the shared account as it was
+        return
     glue_emulator.reset()
-    return GlueHarness(root=tmp_path / "lake", emulator=glue_emulator)
+    yield GlueHarness(root=tmp_path / "lake", emulator=glue_emulator)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -105,9 +105,9 @@ def test_missing_namespace_codes(backend: Harness, ns):
 
 
 def test_list_namespaces_sorted_and_paged(backend: Harness, ns):
-    names = ["delta", "alpha", "charlie", "bravo", "echo"]
+    names = [backend.db(n)[-1] for n in ["delta", "alpha", "charlie", "bravo", "echo"]]
     for name in names:
-        ns.create_namespace({"id": backend.db(name)})
+        ns.create_namespace({"id": [*backend.db("x")[:-1], name]})
     parent = backend.db("x")[:-1]
     listed = ns.list_namespaces({"id": parent}).namespaces
     ours = [n for n in listed if n in names]

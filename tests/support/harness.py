@@ -61,28 +61,57 @@ class Harness(ABC):
 
 @dataclass
 class GlueHarness(Harness):
+    """The Glue emulator, or real AWS Glue when ``real`` settings are given (opt-in).
+
+    Against real Glue the account is shared: every database gets a per-run ``prefix`` and
+    ``reset`` deletes only those.
+    """
+
     emulator: Any = None
+    real: Any = None  # support.glue_emulator.GlueConnectionSettings
+    prefix: str = ""
 
     def __post_init__(self) -> None:
         self.name = "glue"
         self.odd_names = ["with-dash", "with space", "ünïcödé", "dots.in.name", "MiXeD"]
         self.bad_names = ["", "..", "a/b", "tab\tname", "x" * 256]
 
+    @property
+    def target(self) -> Any:
+        return self.real or self.emulator
+
     def properties(self) -> dict[str, str]:
-        return {
-            "endpoint": self.emulator.endpoint,
-            "region": self.emulator.region,
-            "access_key_id": self.emulator.access_key_id,
-            "secret_access_key": self.emulator.secret_access_key,
-            "root": str(self.root),
-            "max_retries": "2",
+        target = self.target
+        props = {"region": target.region, "root": str(self.root), "max_retries": "2"}
+        optional = {
+            "endpoint": target.endpoint,
+            "access_key_id": target.access_key_id,
+            "secret_access_key": target.secret_access_key,
+            "session_token": getattr(target, "session_token", None),
+            "catalog_id": getattr(self.real, "catalog_id", None),
         }
+        props.update({key: value for key, value in optional.items() if value})
+        return props
+
+    def db(self, name: str) -> list[str]:
+        return [name if name in self.bad_names else self.prefix + name]
+
+    def _ids(self) -> dict[str, str]:
+        catalog_id = getattr(self.real, "catalog_id", None)
+        return {"CatalogId": catalog_id} if catalog_id else {}
 
     def reset(self) -> None:
-        self.emulator.reset()
+        if self.real is None:
+            self.emulator.reset()
+            return
+        client = self._client()
+        for page in client.get_paginator("get_databases").paginate(**self._ids()):
+            for database in page["DatabaseList"]:
+                if self.prefix and database["Name"].startswith(self.prefix):
+                    client.delete_database(Name=database["Name"], **self._ids())
 
     def _client(self) -> Any:
-        return self.emulator.client("glue")
+        return self.target.client("glue")
 
     def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
         self._client().create_table(
@@ -93,15 +122,18 @@ class GlueHarness(Harness):
                 "Parameters": {"table_type": "ICEBERG"},
                 "StorageDescriptor": {"Location": location},
             },
+            **self._ids(),
         )
 
+    def _table(self, db: list[str], name: str) -> dict[str, Any]:
+        return self._client().get_table(DatabaseName=db[-1], Name=name, **self._ids())["Table"]
+
     def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
-        table = self._client().get_table(DatabaseName=db[-1], Name=name)["Table"]
-        return [(c["Name"], c["Type"]) for c in table["StorageDescriptor"].get("Columns", [])]
+        columns = self._table(db, name)["StorageDescriptor"].get("Columns", [])
+        return [(c["Name"], c["Type"]) for c in columns]
 
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
-        table = self._client().get_table(DatabaseName=db[-1], Name=name)["Table"]
-        return dict(table.get("Parameters") or {})
+        return dict(self._table(db, name).get("Parameters") or {})
 
 
 @dataclass
