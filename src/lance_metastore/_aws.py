@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -21,6 +22,7 @@ from botocore.credentials import RefreshableCredentials
 from botocore.utils import parse_timestamp
 
 from .config import Settings
+from .errors import register_secrets
 
 logger = logging.getLogger("lance_metastore.glue")
 
@@ -85,6 +87,13 @@ def assumed_role_credentials(settings: Settings) -> RefreshableCredentials:
         if settings["assume_role_external_id"]:
             kwargs["ExternalId"] = settings["assume_role_external_id"]
         credentials = sts.assume_role(**kwargs)["Credentials"]
+        register_secrets(
+            [
+                credentials["AccessKeyId"],
+                credentials["SecretAccessKey"],
+                credentials["SessionToken"],
+            ]
+        )
         expiration = credentials["Expiration"]
         if not isinstance(expiration, datetime):
             expiration = parse_timestamp(expiration)
@@ -138,6 +147,10 @@ def glue_client(settings: Settings) -> Any:
 
 def caller_account(settings: Settings) -> str:
     """The account id of the identity that signs Glue calls (the default root catalog)."""
+    role = settings["assume_role_arn"] or ""
+    match = re.fullmatch(r"arn:[^:]+:iam::(\d{12}):role/.+", role)
+    if match:
+        return match.group(1)  # the role's own account: no second AssumeRole needed
     sts = _sts_client(settings) if not settings["assume_role_arn"] else None
     if sts is None:
         session = _session(settings)

@@ -64,7 +64,7 @@ from lance_namespace.errors import (
 
 from . import tables, versions
 from .config import MANAGED_BY, ROOT, Property, Settings, parse_properties
-from .errors import translate_errors
+from .errors import register_secrets, scrub, translate_errors
 from .identifiers import Path, describe, split_identifier
 from .paging import Pager
 from .requests import coerce_request
@@ -104,6 +104,9 @@ class CatalogNamespace(LanceNamespace):
             type(self).__name__, properties, self.PROPERTIES
         )
         self._pager = Pager()
+        # Pinned now: a pickled copy on a Spark executor must not use the executor's cwd.
+        self._root = self._settings["root"] or os.getcwd()
+        register_secrets(self._settings.secrets())
         self._configure(self._settings)
 
     # ----------------------------------------------------------------------------------------
@@ -115,7 +118,7 @@ class CatalogNamespace(LanceNamespace):
 
     def __getstate__(self) -> dict[str, Any]:
         # Only the configuration travels (to Spark executors, say); clients are rebuilt lazily.
-        return {"properties": dict(self._settings.raw)}
+        return {"properties": {**dict(self._settings.raw), "root": self._root}}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state["properties"])  # type: ignore[misc]
@@ -127,7 +130,7 @@ class CatalogNamespace(LanceNamespace):
     @property
     def root(self) -> str:
         """Where tables without a location of their own are placed."""
-        return self._settings["root"] or os.getcwd()
+        return self._root
 
     @property
     def storage_options(self) -> dict[str, str]:
@@ -532,10 +535,14 @@ class CatalogNamespace(LanceNamespace):
         """First describe after the first write: record the real columns, best effort."""
         try:
             self._catalog_update_table(path, entry, catalog_columns(schema))
-        except LanceNamespaceError as error:
-            logger.info("could not record columns of %s: %s", describe((*path, entry.name)), error)
         except Exception as error:
-            logger.info("could not record columns of %s: %s", describe((*path, entry.name)), error)
+            translated = error
+            if not isinstance(error, LanceNamespaceError):
+                translated = self._translate_error(error, "record columns") or error
+            message = scrub(str(translated), self._settings.secrets())
+            logger.info(
+                "could not record columns of %s: %s", describe((*path, entry.name)), message
+            )
 
     def table_exists(self, request: Any = None) -> None:
         raw_id = _raw_id(request)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Callable, Iterable, Iterator
 
 from lance_namespace.errors import (
@@ -32,6 +33,44 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
         if secret and len(secret) >= 4 and secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+# Secret values known to this process; every log record is scrubbed of them (see below).
+_KNOWN_SECRETS: set[str] = set()
+_SECRETS_LOCK = threading.Lock()
+_FACTORY_INSTALLED = False
+
+
+def register_secrets(values: Iterable[str]) -> None:
+    """Keep these values out of every log record of the process, whichever library logs it.
+
+    botocore's DEBUG logs carry access key ids, session tokens, external ids and assumed-role
+    credentials; no logger-level filter reaches all of its child loggers, so the record factory
+    itself redacts. Costs nothing until a secret is registered.
+    """
+    global _FACTORY_INSTALLED
+    fresh = {value for value in values if value and len(value) >= 4}
+    if not fresh:
+        return
+    with _SECRETS_LOCK:
+        _KNOWN_SECRETS.update(fresh)
+        if _FACTORY_INSTALLED:
+            return
+        previous = logging.getLogRecordFactory()
+
+        def redacting_factory(*args: object, **kwargs: object) -> logging.LogRecord:
+            record = previous(*args, **kwargs)
+            try:
+                message = record.getMessage()
+            except Exception:  # a malformed record stays as it is
+                return record
+            cleaned = scrub(message, tuple(_KNOWN_SECRETS))
+            if cleaned != message:
+                record.msg, record.args = cleaned, ()
+            return record
+
+        logging.setLogRecordFactory(redacting_factory)
+        _FACTORY_INSTALLED = True
 
 
 def _rebuild(error: LanceNamespaceError, message: str) -> LanceNamespaceError:

@@ -291,6 +291,12 @@ class GlueNamespace(CatalogNamespace):
                 return ConcurrentModificationError(message)
             if code in _UNAVAILABLE or (isinstance(status, int) and status >= 500):
                 return ServiceUnavailableError(f"Glue is unavailable to {context}: {error}")
+            # An error body botocore could not parse leaves only the HTTP status.
+            by_status = {401: UnauthenticatedError, 403: PermissionDeniedError}
+            if status in by_status:
+                return by_status[status](message)
+            if status == 429:
+                return ThrottlingError(f"Glue kept throttling {context} after retries: {error}")
             return InternalError(message)
         if isinstance(
             error, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)

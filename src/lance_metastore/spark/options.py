@@ -1,0 +1,159 @@
+"""Data source options -> where the table is and how to reach it.
+
+Spark passes every option as a string in a case-insensitive dict (keys arrive lower-cased;
+values keep their case). Two ways to name a table:
+
+- ``impl`` set: the path given to ``load``/``save`` (the ``path`` option) is a table id,
+  ``$``-joined (option ``delimiter`` changes that), and every option that is not one of the
+  data source's own (:data:`SOURCE_OPTIONS`) is a property of the namespace
+  (``uri``, ``root``, ``region``, ``storage.aws_endpoint``, ...).
+- no ``impl``: the path is a Lance dataset URI, read and written with no catalog; the
+  ``storage.*`` options are Lance storage options.
+
+Everything here runs on the driver, in the Python workers Spark starts to plan a read or a
+write; executors receive only the resolved :class:`Location`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+STORAGE_PREFIX = "storage."
+
+# The data source's own options; all others go to the namespace.
+SOURCE_OPTIONS = frozenset(
+    {
+        "impl",
+        "path",
+        "delimiter",
+        "version",
+        "as_of",
+        "columns",
+        "save_mode",
+        "pushdown",
+        "rows_per_partition",
+        "batch_size",
+        "max_rows_per_file",
+        "max_rows_per_group",
+        "data_storage_version",
+    }
+)
+
+SQL_TABLE_HINT = (
+    "Spark does not pass OPTIONS of a catalog table (CREATE TABLE ... USING lance, CTAS, "
+    "saveAsTable) to a Python data source, so such a table cannot find its data. Use "
+    "spark.read/df.write with .format('lance').option(...), or "
+    "CREATE TEMPORARY VIEW <name> USING lance OPTIONS (impl '...', path '<db>$<table>', ...), "
+    "which supports SELECT, INSERT INTO and INSERT OVERWRITE."
+)
+
+
+class OptionError(ValueError):
+    """Options that do not name a table, or name it in a way we cannot use."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A resolved table: where its dataset is and how to open it (picklable, secret-bearing)."""
+
+    uri: str
+    storage_options: dict[str, str] | None = None
+    impl: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    table_id: tuple[str, ...] | None = None
+    managed_versioning: bool = False
+
+    @property
+    def name(self) -> str:
+        """How messages name the table (never with secrets)."""
+        if self.table_id is not None:
+            return "$".join(self.table_id)
+        return self.uri
+
+    def namespace(self) -> Any:
+        """A fresh namespace client of the table's catalog (None for a plain dataset)."""
+        if self.impl is None:
+            return None
+        return connect(self.impl, self.properties)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the options name, before any catalog call."""
+
+    path: str
+    impl: str | None
+    properties: dict[str, str]
+    table_id: tuple[str, ...] | None
+    storage_options: dict[str, str] | None
+
+    @property
+    def name(self) -> str:
+        return "$".join(self.table_id) if self.table_id is not None else self.path
+
+    def namespace(self) -> Any:
+        if self.impl is None:
+            return None
+        return connect(self.impl, self.properties)
+
+
+def connect(impl: str, properties: Mapping[str, str]) -> Any:
+    from lance_namespace import connect as connect_namespace
+
+    import lance_metastore  # noqa: F401 - registers the "glue"/"hive2"/"hive3" aliases
+
+    return connect_namespace(impl, dict(properties))
+
+
+def parse_target(options: Mapping[str, str]) -> Target:
+    """The table the options name; raises :class:`OptionError` with a fix when they do not."""
+    opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
+    path = opts.get("path", "").strip()
+    impl = opts.get("impl", "").strip() or None
+    if not path:
+        raise OptionError(
+            "No table given: pass a table id (with option 'impl') or a dataset URI to "
+            "load()/save(), or set option 'path'. " + SQL_TABLE_HINT
+        )
+    extra = {k: v for k, v in opts.items() if k not in SOURCE_OPTIONS and not k.startswith("__")}
+    if impl is None:
+        unknown = sorted(k for k in extra if not k.startswith(STORAGE_PREFIX))
+        if unknown:
+            raise OptionError(
+                f"Unknown options {unknown} for a Lance dataset path {path!r}: without option "
+                "'impl' (glue, hive2, hive3 or a namespace class) only storage.* options apply"
+            )
+        storage = {k[len(STORAGE_PREFIX) :]: v for k, v in extra.items()}
+        return Target(path, None, {}, None, storage or None)
+    delimiter = opts.get("delimiter") or "$"
+    table_id = tuple(part.strip() for part in path.split(delimiter))
+    if any(not part for part in table_id):
+        raise OptionError(f"Invalid table id {path!r}: empty part between {delimiter!r}")
+    return Target(path, impl, extra, table_id, None)
+
+
+def int_option(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+    raw = options.get(name)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise OptionError(f"Option {name!r} must be a whole number, got {raw!r}") from None
+    if value <= 0:
+        raise OptionError(f"Option {name!r} must be greater than 0, got {value}")
+    return value
+
+
+def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None or str(raw).strip() == "":
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise OptionError(f"Option {name!r} must be true or false, got {raw!r}")

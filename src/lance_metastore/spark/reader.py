@@ -1,0 +1,283 @@
+"""Reading: one Spark partition per fragment (or per row range of a large fragment).
+
+Planning happens on the driver: the table is resolved once (catalog ``describe_table``, then
+the dataset at a pinned version), the partitions list fragment ids and row ranges, and each
+task opens that same version, so a read sees one snapshot even while writers commit.
+
+A partition holds *pieces*: whole fragments (read together by one scanner) or a row range of
+one fragment. Without a filter a range is ``offset``/``limit`` over the fragment's rows; with a
+pushed filter it is a ``_rowaddr`` range (physical rows), because ``offset``/``limit`` count
+rows after filtering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from . import filters as sql_filters
+from .options import Location, OptionError, Target, int_option
+from .types import castable, conform, spark_arrow_schema, spark_type_or_none
+
+DEFAULT_BATCH_SIZE = 65536
+MIN_ROWS_PER_PARTITION = 128 * 1024
+MAX_ROWS_PER_PARTITION = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A table at one version, as the driver resolved it."""
+
+    location: Location
+    version: int
+    schema: pa.Schema
+
+
+class LancePartition(InputPartition):
+    """Pieces of a Lance dataset: ``(fragment_id, start, end)``; ``start is None`` = whole."""
+
+    def __init__(self, pieces: list[tuple[int, int | None, int | None]]) -> None:
+        super().__init__(None)
+        self.pieces = pieces
+
+
+def open_dataset(location: Location, version: int | str | None = None, asof: Any = None) -> Any:
+    import lance
+
+    return lance.dataset(
+        location.uri,
+        version=version,
+        asof=asof,
+        storage_options=location.storage_options,
+    )
+
+
+def resolve_location(target: Target) -> Location:
+    """Find the table's dataset: ask the catalog, or take the path as it is."""
+    if target.impl is None:
+        return Location(uri=target.path, storage_options=target.storage_options)
+    from lance_namespace import DescribeTableRequest
+
+    ns = target.namespace()
+    try:
+        response = ns.describe_table(DescribeTableRequest(id=list(target.table_id or ())))
+    finally:
+        _close(ns)
+    if not response.location:
+        raise OptionError(f"The catalog gives no location for table {target.name!r}")
+    return Location(
+        uri=response.location,
+        storage_options=dict(response.storage_options or {}) or None,
+        impl=target.impl,
+        properties=dict(target.properties),
+        table_id=target.table_id,
+        managed_versioning=bool(response.managed_versioning),
+    )
+
+
+def _close(ns: Any) -> None:
+    close = getattr(ns, "close", None)
+    if callable(close):
+        with contextlib.suppress(Exception):
+            close()
+
+
+def resolve_snapshot(target: Target, options: Mapping[str, str]) -> Snapshot:
+    """The table at the version the options ask for (``version``, ``as_of``), else the latest."""
+    location = resolve_location(target)
+    version: int | str | None = None
+    raw_version = (options.get("version") or "").strip()
+    if raw_version:
+        version = int(raw_version) if raw_version.isdigit() else raw_version  # number or tag
+    asof = None
+    raw_asof = (options.get("as_of") or "").strip()
+    if raw_asof:
+        if version is not None:
+            raise OptionError("Options 'version' and 'as_of' are exclusive; give one")
+        try:
+            asof = dt.datetime.fromisoformat(raw_asof.replace("Z", "+00:00"))
+        except ValueError:
+            raise OptionError(
+                f"Option 'as_of' must be an ISO timestamp, got {raw_asof!r}"
+            ) from None
+        if asof.tzinfo is None:
+            asof = asof.replace(tzinfo=dt.timezone.utc)
+    try:
+        dataset = open_dataset(location, version, asof)
+    except Exception as error:
+        if _not_found(error):
+            raise FileNotFoundError(
+                f"Table {location.name!r} has no Lance dataset at {location.uri!r} yet "
+                "(declared but never written?)"
+                if location.table_id
+                else f"No Lance dataset at {location.uri!r}"
+            ) from error
+        raise
+    return Snapshot(location, int(dataset.version), dataset.schema)
+
+
+def _not_found(error: BaseException) -> bool:
+    if isinstance(error, FileNotFoundError):
+        return True
+    text = str(error).lower()
+    return "not found" in text or "does not exist" in text or "no such file" in text
+
+
+def select_columns(
+    snapshot: Snapshot, options: Mapping[str, str], schema: StructType | None
+) -> list[str]:
+    """The dataset columns to read, in output order (the ``columns`` option or a schema)."""
+    by_lower = {name.lower(): name for name in snapshot.schema.names}
+    if schema is not None:
+        wanted = [f.name for f in schema]
+    elif (options.get("columns") or "").strip():
+        wanted = [c.strip() for c in options["columns"].split(",") if c.strip()]
+    else:
+        return list(snapshot.schema.names)
+    missing = [w for w in wanted if w.lower() not in by_lower]
+    if missing:
+        raise OptionError(
+            f"Table {snapshot.location.name!r} has no column(s) {missing}; "
+            f"its columns are {snapshot.schema.names}"
+        )
+    return [by_lower[w.lower()] for w in wanted]
+
+
+class LanceReader(DataSourceReader):
+    """Reads one snapshot; Spark pickles it to the executors after planning."""
+
+    def __init__(self, snapshot: Snapshot, schema: StructType, options: Mapping[str, str]) -> None:
+        self.snapshot = snapshot
+        self.schema = schema
+        self.columns = select_columns(snapshot, options, schema)
+        for spark_field, name in zip(schema, self.columns, strict=True):
+            have = spark_type_or_none(snapshot.schema.field(name).type)
+            if have is not None and not castable(have, spark_field.dataType):
+                raise OptionError(
+                    f"Column {spark_field.name!r} of {snapshot.location.name!r} is "
+                    f"{have.simpleString()}, not {spark_field.dataType.simpleString()} as the "
+                    "given schema says"
+                )
+        self.batch_size = int_option(options, "batch_size", DEFAULT_BATCH_SIZE)
+        self.rows_per_partition = int_option(options, "rows_per_partition", None)
+        self.filter: str | None = None
+        self.pushed: list[str] = []
+
+    # -- planning (driver) --------------------------------------------------------------------
+
+    def partitions(self) -> list[InputPartition]:
+        dataset = open_dataset(self.snapshot.location, self.snapshot.version)
+        fragments = [
+            (f.fragment_id, f.metadata.num_rows, f.metadata.physical_rows)
+            for f in dataset.get_fragments()
+        ]
+        total = sum(rows for _, rows, _ in fragments)
+        if not fragments or total == 0:
+            return [LancePartition([])]
+        target = self.rows_per_partition or min(
+            MAX_ROWS_PER_PARTITION, max(MIN_ROWS_PER_PARTITION, math.ceil(total / 2))
+        )
+        partitions: list[InputPartition] = []
+        group: list[tuple[int, int | None, int | None]] = []
+        group_rows = 0
+        for fragment_id, rows, physical in fragments:
+            if rows == 0:
+                continue
+            if rows > target:
+                # Split into ranges: physical row addresses when filtering, else rows.
+                span = physical if self.filter else rows
+                parts = math.ceil(rows / target)
+                step = math.ceil(span / parts)
+                for start in range(0, span, step):
+                    partitions.append(
+                        LancePartition([(fragment_id, start, min(span, start + step))])
+                    )
+                continue
+            if group and group_rows + rows > target:
+                partitions.append(LancePartition(group))
+                group, group_rows = [], 0
+            group.append((fragment_id, None, None))
+            group_rows += rows
+        if group:
+            partitions.append(LancePartition(group))
+        return partitions
+
+    # -- execution (executors) ----------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        pieces = getattr(partition, "pieces", None)
+        if not pieces:
+            return iter(())
+        return self._read(pieces)
+
+    def _read(
+        self, pieces: Sequence[tuple[int, int | None, int | None]]
+    ) -> Iterator[pa.RecordBatch]:
+        target = spark_arrow_schema(self.schema)
+        dataset = open_dataset(self.snapshot.location, self.snapshot.version)
+        whole = [dataset.get_fragment(fid) for fid, start, _ in pieces if start is None]
+        scanners = []
+        if whole:
+            scanners.append(
+                dataset.scanner(
+                    columns=self.columns,
+                    filter=self.filter,
+                    fragments=whole,
+                    batch_size=self.batch_size,
+                    scan_in_order=False,
+                )
+            )
+        for fid, start, end in pieces:
+            if start is None or end is None:
+                continue
+            fragment = dataset.get_fragment(fid)
+            if self.filter:
+                base = fid << 32
+                scanners.append(
+                    dataset.scanner(
+                        columns=self.columns,
+                        filter=f"({self.filter}) AND _rowaddr >= {base + start} "
+                        f"AND _rowaddr < {base + end}",
+                        fragments=[fragment],
+                        batch_size=self.batch_size,
+                        scan_in_order=False,
+                    )
+                )
+            else:
+                scanners.append(
+                    fragment.scanner(
+                        columns=self.columns,
+                        offset=start,
+                        limit=end - start,
+                        batch_size=self.batch_size,
+                    )
+                )
+        for scanner in scanners:
+            for batch in scanner.to_batches():
+                if batch.num_rows:
+                    yield conform(batch, target, self.columns)
+
+
+class FilteringLanceReader(LanceReader):
+    """A reader that also takes Spark's pushed filters (needs Spark 4.1+ with
+    ``spark.sql.python.filterPushdown.enabled=true``, which :func:`register` sets)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        pairs = zip(self.schema, self.columns, strict=True)
+        names = {spark_field.name.lower(): column for spark_field, column in pairs}
+        schema = self.snapshot.schema
+        for spark_filter in filters:
+            clause = sql_filters.to_sql(spark_filter, schema, names)
+            if clause is None:
+                yield spark_filter
+            else:
+                self.pushed.append(clause)
+        self.filter = sql_filters.combine(self.pushed)

@@ -1,0 +1,44 @@
+"""The ``lance`` data source: Spark's entry points, delegating to the reader and writer."""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
+from pyspark.sql.types import StructType
+
+from .options import bool_option, parse_target
+from .reader import FilteringLanceReader, LanceReader, Snapshot, resolve_snapshot
+from .reader import select_columns as _select_columns
+from .types import spark_schema
+from .writer import LanceWriter, plan_write
+
+
+class LanceDataSource(DataSource):
+    """Lance tables by catalog name (option ``impl``) or by dataset URI.
+
+    See docs/spark.md for the options. ``schema()`` resolves the table once on the driver and
+    keeps the result on the instance, which Spark pickles into the planning of the read.
+    """
+
+    _snapshot: Snapshot | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "lance"
+
+    def _resolve(self) -> Snapshot:
+        if self._snapshot is None:
+            self._snapshot = resolve_snapshot(parse_target(self.options), self.options)
+        return self._snapshot
+
+    def schema(self) -> StructType:
+        snapshot = self._resolve()
+        return spark_schema(snapshot.schema, _select_columns(snapshot, self.options, None))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        snapshot = self._resolve()
+        if bool_option(self.options, "pushdown", True):
+            return FilteringLanceReader(snapshot, schema, self.options)
+        return LanceReader(snapshot, schema, self.options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return LanceWriter(plan_write(self.options, schema, overwrite))
