@@ -146,7 +146,9 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
         assert "14" in str(error) or "oncurrent" in str(error), error
     total = 1 + sum(landed)
     versions = [v.version for v in ns.list_table_versions({"id": table_id}).versions]
-    assert versions == list(range(1, total + 1))  # no gaps
+    described = ns.describe_table({"id": table_id})
+    on_storage = [v["version"] for v in lance.dataset(described.location).versions()]
+    assert versions == list(range(1, total + 1)), (described.properties, on_storage)  # no gaps
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
     assert sum(landed) + len(failures) == writers * appends
 

@@ -11,8 +11,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
+import time
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -73,6 +76,9 @@ from .tables import TableEntry
 
 logger = logging.getLogger("lance_metastore")
 
+# A declared table on an object store is probed for data at most this often.
+PROBE_INTERVAL_SECONDS = 30.0
+
 # Modes, as the spec spells them; matched case-insensitively, "_" optional.
 CREATE, EXIST_OK, OVERWRITE = "create", "exist_ok", "overwrite"
 FAIL, SKIP = "fail", "skip"
@@ -107,6 +113,9 @@ class CatalogNamespace(LanceNamespace):
         # Pinned now: a pickled copy on a Spark executor must not use the executor's cwd.
         self._root = self._settings["root"] or os.getcwd()
         register_secrets(self._settings.secrets())
+        self._state_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._probed: dict[str, float] = {}  # location -> no new probe before this time
         self._configure(self._settings)
 
     # ----------------------------------------------------------------------------------------
@@ -138,7 +147,11 @@ class CatalogNamespace(LanceNamespace):
         return dict(self._settings.storage_options)
 
     def close(self) -> None:
-        """Release connections; the object stays usable and reconnects on demand."""
+        """Release connections and threads; the object stays usable and reconnects on demand."""
+        with self._state_lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)
 
     def __enter__(self) -> CatalogNamespace:
         return self
@@ -169,6 +182,10 @@ class CatalogNamespace(LanceNamespace):
     def _catalog_root_properties(self) -> dict[str, str]:
         return {}
 
+    def _stored_properties(self, properties: Mapping[str, str]) -> dict[str, str]:
+        """The properties a namespace created with ``properties`` describes itself with."""
+        return dict(properties)
+
     @abstractmethod
     def _catalog_create_namespace(self, path: Path, properties: Mapping[str, str]) -> None:
         """Create it; raise NamespaceAlreadyExistsError, or NamespaceNotFoundError (parent)."""
@@ -180,8 +197,8 @@ class CatalogNamespace(LanceNamespace):
         """Replace the properties of an existing namespace (OVERWRITE mode)."""
 
     @abstractmethod
-    def _catalog_namespace_is_empty(self, path: Path) -> bool:
-        """True when the namespace holds no table of any kind and no child namespace."""
+    def _catalog_namespace_is_empty(self, path: Path) -> bool | None:
+        """Whether it holds no table of any kind and no child namespace; None if missing."""
 
     @abstractmethod
     def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
@@ -237,8 +254,12 @@ class CatalogNamespace(LanceNamespace):
     # Shared helpers
     # ----------------------------------------------------------------------------------------
 
+    def _begin_operation(self) -> None:
+        """Backend hook: forget what was looked up for the previous operation."""
+
     @contextlib.contextmanager
     def _operation(self, operation: str, raw_id: Any) -> Iterator[None]:
+        self._begin_operation()
         with translate_errors(
             operation,
             _target(raw_id),
@@ -332,23 +353,21 @@ class CatalogNamespace(LanceNamespace):
                 if mode == CREATE:
                     raise NamespaceAlreadyExistsError("The root namespace always exists")
                 return CreateNamespaceResponse(properties=self._catalog_root_properties())
-            existing = self._catalog_get_namespace(path)
-            if existing is not None:
-                if mode == CREATE:
-                    raise NamespaceAlreadyExistsError(f"Namespace {describe(path)} already exists")
-                if mode == EXIST_OK:
-                    return CreateNamespaceResponse(properties=existing)
+            if mode == OVERWRITE and self._catalog_get_namespace(path) is not None:
                 self._catalog_replace_namespace_properties(path, properties)
-            else:
-                try:
-                    self._catalog_create_namespace(path, properties)
-                except NamespaceAlreadyExistsError:
-                    if mode == CREATE:
-                        raise
-                    if mode == OVERWRITE:
-                        self._catalog_replace_namespace_properties(path, properties)
-            stored = self._catalog_get_namespace(path)
-            return CreateNamespaceResponse(properties=stored if stored is not None else properties)
+                return CreateNamespaceResponse(properties=self._stored_properties(properties))
+            try:
+                # Create first: one catalog call in the common case, and no check-then-act race.
+                self._catalog_create_namespace(path, properties)
+            except NamespaceAlreadyExistsError:
+                if mode == CREATE:
+                    raise
+                if mode == OVERWRITE:
+                    self._catalog_replace_namespace_properties(path, properties)
+                    return CreateNamespaceResponse(properties=self._stored_properties(properties))
+                existing = self._catalog_get_namespace(path)
+                return CreateNamespaceResponse(properties=existing or {})
+            return CreateNamespaceResponse(properties=self._stored_properties(properties))
 
     def describe_namespace(self, request: Any = None) -> DescribeNamespaceResponse:
         raw_id = _raw_id(request)
@@ -384,12 +403,17 @@ class CatalogNamespace(LanceNamespace):
                     f"{type(self).__name__} supports only RESTRICT drops; "
                     f"drop the tables of {describe(path)} first"
                 )
-            properties = self._catalog_get_namespace(path)
-            if properties is None:
+            if behavior == CASCADE:
+                exists = self._catalog_get_namespace(path) is not None
+                empty = None
+            else:
+                empty = self._catalog_namespace_is_empty(path)
+                exists = empty is not None
+            if not exists:
                 if mode == SKIP:
                     return DropNamespaceResponse()
                 raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
-            if behavior == RESTRICT and not self._catalog_namespace_is_empty(path):
+            if behavior == RESTRICT and not empty:
                 raise NamespaceNotEmptyError(
                     f"Namespace {describe(path)} is not empty: it holds tables or namespaces"
                 )
@@ -398,7 +422,7 @@ class CatalogNamespace(LanceNamespace):
             except NamespaceNotFoundError:
                 if mode != SKIP:
                     raise
-            return DropNamespaceResponse(properties=properties)
+            return DropNamespaceResponse()
 
     def list_namespaces(self, request: Any = None) -> ListNamespacesResponse:
         raw_id = _raw_id(request)
@@ -514,12 +538,15 @@ class CatalogNamespace(LanceNamespace):
             entry = self._require_lance_table(path, name)
             location = tables.check_location(entry.location, f"Table {describe((*path, name))}")
             only_declared: bool | None = None
-            if req.check_declared or not entry.has_columns:
+            if req.check_declared or ("://" not in location and not entry.has_columns):
                 schema = self._dataset_schema(location)
                 if req.check_declared:
                     only_declared = schema is None
                 if schema is not None and not entry.has_columns:
                     self._sync_columns_quietly(path, entry, schema)
+            elif not entry.has_columns:
+                # Object stores: probing costs a round trip, so it runs off the caller's path.
+                self._sync_columns_in_background(path, entry, location)
             return DescribeTableResponse(
                 table=name,
                 namespace=list(path),
@@ -530,6 +557,28 @@ class CatalogNamespace(LanceNamespace):
                 managed_versioning=self._managed_versioning(entry),
                 is_only_declared=only_declared,
             )
+
+    def _background(self) -> ThreadPoolExecutor:
+        with self._state_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(2, thread_name_prefix="lance-metastore")
+            return self._executor
+
+    def _sync_columns_in_background(self, path: Path, entry: TableEntry, location: str) -> None:
+        now = time.monotonic()
+        with self._state_lock:
+            if self._probed.get(location, 0.0) > now:
+                return
+            self._probed[location] = now + PROBE_INTERVAL_SECONDS
+            if len(self._probed) > 10_000:
+                self._probed.clear()
+
+        def probe() -> None:
+            schema = self._dataset_schema(location)
+            if schema is not None:
+                self._sync_columns_quietly(path, entry, schema)
+
+        self._background().submit(probe)
 
     def _sync_columns_quietly(self, path: Path, entry: TableEntry, schema: pa.Schema) -> None:
         """First describe after the first write: record the real columns, best effort."""
@@ -623,29 +672,26 @@ class CatalogNamespace(LanceNamespace):
             return CreateTableVersionResponse(version=record)
 
     def _version_records(self, entry: TableEntry) -> list[Any]:
-        """Every visible version record, ascending: older ones from storage, the latest from
-        the catalog."""
+        """Every visible version record, ascending.
+
+        Commits are contiguous by construction (each must be latest + 1), so the catalog
+        alone knows the history: 1..latest less the deleted records. Older manifests are at
+        the names Lance gives committed manifests; only the latest keeps its exact path.
+        """
         latest = versions.latest_record(entry.parameters)
         if latest is None:
             return []
         deleted = versions.deleted_ranges(entry.parameters)
         scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
-        records = []
         location = tables.plain_location(entry.location) or ""
-        try:
-            history = self._open_dataset(location).versions()
-        except Exception:
-            history = []
-        for item in history:
-            number = int(item["version"])
-            if number >= latest.version or versions.is_deleted(number, deleted):
-                continue
-            stamp = item.get("timestamp")
-            millis = int(stamp.timestamp() * 1000) if hasattr(stamp, "timestamp") else None
-            records.append(versions.older_record(location, number, scheme, millis))
+        records = [
+            versions.older_record(location, number, scheme, None)
+            for number in range(1, latest.version)
+            if not versions.is_deleted(number, deleted)
+        ]
         if not versions.is_deleted(latest.version, deleted):
             records.append(latest)
-        return sorted(records, key=lambda r: r.version)
+        return records
 
     def list_table_versions(self, request: Any = None) -> ListTableVersionsResponse:
         raw_id = _raw_id(request)

@@ -183,6 +183,7 @@ class GlueNamespace(CatalogNamespace):
                     "such as https://glue.us-east-1.amazonaws.com"
                 )
         self._client_lock = threading.Lock()
+        self._lookups = threading.local()
         self._glue: Any = None
         self._account_id: str | None = None
 
@@ -201,6 +202,7 @@ class GlueNamespace(CatalogNamespace):
         return "GlueNamespace { " + ", ".join(parts) + " }"
 
     def close(self) -> None:
+        super().close()
         with self._client_lock:
             client, self._glue = self._glue, None
         if client is not None:
@@ -359,21 +361,43 @@ class GlueNamespace(CatalogNamespace):
         response = self._call("get_catalog", CatalogId=self._catalog_id(path))
         return None if response is None else response["Catalog"]
 
+    def _begin_operation(self) -> None:
+        self._forget_kinds()
+
+    def _memo(self) -> dict[Path, str]:
+        memo = getattr(self._lookups, "kinds", None)
+        if memo is None:
+            memo = self._lookups.kinds = {}
+        return memo
+
+    def _remember_kind(self, path: Path, kind: str) -> None:
+        """Within one operation, what a namespace path resolved to (database or catalog)."""
+        self._memo()[path] = kind
+
+    def _known_kind(self, path: Path) -> str | None:
+        return self._memo().get(path)
+
+    def _forget_kinds(self) -> None:
+        self._memo().clear()
+
     def _kind(self, path: Path) -> tuple[str, dict[str, Any]] | None:
         database = self._get_database(path)
         if database is not None:
+            self._remember_kind(path, "database")
             return "database", database
         catalog = self._get_catalog(path)
         if catalog is not None:
+            self._remember_kind(path, "catalog")
             return "catalog", catalog
         return None
 
     def _child_catalog_names(self, parent: Path) -> list[str] | None:
+        parent_id = self._catalog_id(parent)  # None: AWS defaults to the caller's account
         items = self._pages(
             "get_catalogs",
             "CatalogList",
-            ParentCatalogId=self._catalog_id(parent) or self._root_catalog_id(),
             MaxResults=CATALOG_PAGE_SIZE,
+            **({"ParentCatalogId": parent_id} if parent_id else {}),
         )
         if items is None:
             return None
@@ -394,6 +418,9 @@ class GlueNamespace(CatalogNamespace):
     # ----------------------------------------------------------------------------------------
     # Namespace primitives
     # ----------------------------------------------------------------------------------------
+
+    def _stored_properties(self, properties: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in properties.items() if k != KIND_PROPERTY}
 
     def _catalog_root_properties(self) -> dict[str, str]:
         catalog_id = self._settings["catalog_id"]
@@ -441,6 +468,9 @@ class GlueNamespace(CatalogNamespace):
         if kind == "catalog":
             self._create_catalog(path, fields, parameters)
             return
+        # A catalog of the same name would be shadowed by the new database: look for one at
+        # the same time as creating, and undo the creation if there is one.
+        shadowed = self._background().submit(self._get_catalog, path)
         try:
             self.glue.create_database(
                 DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
@@ -457,6 +487,9 @@ class GlueNamespace(CatalogNamespace):
                     f"Parent catalog {describe(path[:-1])} of {describe(path)} does not exist"
                 ) from None
             raise
+        if shadowed.result() is not None:
+            self._call("delete_database", Name=path[-1], **self._ids(path[:-1]))
+            raise NamespaceAlreadyExistsError(f"Namespace {describe(path)} already exists")
 
     def _create_catalog(
         self, path: Path, fields: dict[str, str], parameters: dict[str, str]
@@ -504,25 +537,31 @@ class GlueNamespace(CatalogNamespace):
                 **self._ids(path[:-1]),
             )
 
-    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+    def _catalog_namespace_is_empty(self, path: Path) -> bool | None:
+        # A database answers with its tables in one call; only a miss asks about catalogs.
+        response = self._call(
+            "get_tables", DatabaseName=path[-1], MaxResults=1, **self._ids(path[:-1])
+        )
+        if response is not None:
+            self._remember_kind(path, "database")
+            return not response.get("TableList")
         found = self._kind(path)
         if found is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
-        kind, _ = found
-        if kind == "database":
-            response = self._call(
-                "get_tables", DatabaseName=path[-1], MaxResults=1, **self._ids(path[:-1])
-            )
-            return response is None or not response.get("TableList")
+            return None
+        if found[0] == "database":  # created in between: look again
+            return self._catalog_namespace_is_empty(path)
         databases = self._database_names(path, limit=1) or []
         catalogs = self._child_catalog_names(path) or []
         return not databases and not catalogs
 
     def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
-        found = self._kind(path)
-        if found is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
-        kind, _ = found
+        kind = self._known_kind(path)
+        if kind is None:
+            found = self._kind(path)
+            if found is None:
+                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            kind = found[0]
+        self._forget_kinds()
         if kind == "database":
             deleted = self._call("delete_database", Name=path[-1], **self._ids(path[:-1]))
         else:
@@ -537,8 +576,10 @@ class GlueNamespace(CatalogNamespace):
                 raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
             if found[0] == "database":
                 return []  # databases hold tables only
+        # Two independent listings: ask for both at once.
+        catalogs_future = self._background().submit(self._child_catalog_names, path)
         databases = self._database_names(path)
-        catalogs = self._child_catalog_names(path)
+        catalogs = catalogs_future.result()
         if databases is None or catalogs is None:
             raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
         return databases + catalogs

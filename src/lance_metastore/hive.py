@@ -129,6 +129,7 @@ class _HiveNamespace(CatalogNamespace):
         return pool
 
     def close(self) -> None:
+        super().close()
         if self._pool is not None:
             self._pool.close()
 
@@ -208,6 +209,9 @@ class _HiveNamespace(CatalogNamespace):
     def _catalog_of(self, path: Path) -> str | None:
         return None
 
+    def _check_catalog(self, catalog: str) -> bool:
+        return True
+
     # ----------------------------------------------------------------------------------------
     # Databases
     # ----------------------------------------------------------------------------------------
@@ -259,6 +263,15 @@ class _HiveNamespace(CatalogNamespace):
             raise NamespaceNotFoundError(
                 f"Catalog {describe(path[:-1])} of {describe(path)} does not exist"
             ) from None
+        except ttypes.InvalidObjectException as error:
+            # HMS 3 answers a missing catalog with InvalidObjectException("No such catalog").
+            if len(path) > 1 and not self._check_catalog(path[0]):
+                raise NamespaceNotFoundError(
+                    f"Catalog {describe(path[:-1])} of {describe(path)} does not exist"
+                ) from None
+            raise InvalidInputError(
+                f"Hive Metastore refused namespace {describe(path)}: {error.message}"
+            ) from None
 
     def _replace_database_properties(self, path: Path, properties: Mapping[str, str]) -> None:
         current = self._get("get_database", self._db_ref(path))
@@ -269,11 +282,11 @@ class _HiveNamespace(CatalogNamespace):
             replacement.locationUri = current.locationUri  # HMS requires one
         self._call("alter_database", self._db_ref(path), replacement)
 
-    def _database_is_empty(self, path: Path) -> bool:
+    def _database_is_empty(self, path: Path) -> bool | None:
+        if self._get("get_database", self._db_ref(path)) is None:
+            return None  # HMS 2 lists the tables of a missing database as none at all
         names = self._get("get_all_tables", self._db_ref(path))
-        if names is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
-        return not names
+        return None if names is None else not names
 
     def _drop_database(self, path: Path, cascade: bool) -> None:
         try:
@@ -405,9 +418,30 @@ class _HiveNamespace(CatalogNamespace):
                     f"Table {describe((*path, expected.name))} changed concurrently"
                 )
             current.parameters = {**parameters, "EXTERNAL": "TRUE"}
-            self._call("alter_table", self._db_ref(path), expected.name, current, idempotent=False)
+            try:
+                self._call(
+                    "alter_table", self._db_ref(path), expected.name, current, idempotent=False
+                )
+            except (ttypes.MetaException, *TRANSPORT_ERRORS) as error:
+                # Under our lock nobody else changes the table: read back whether it applied.
+                if not self._applied(path, expected.name, parameters):
+                    logger.warning("commit to %s not applied: %s", describe(path), error)
+                    raise ConcurrentModificationError(
+                        f"Commit to table {describe((*path, expected.name))} was not applied "
+                        f"({type(error).__name__}); retry it"
+                    ) from None
         finally:
             self._unlock(lock_id)
+
+    def _applied(self, path: Path, name: str, parameters: dict[str, str]) -> bool:
+        try:
+            table = self._get("get_table", self._db_ref(path), name)
+        except Exception:
+            return False
+        now = dict(table.parameters or {}) if table is not None else {}
+        return versions.current_version(now) == versions.current_version(parameters) and now.get(
+            versions.DELETED_KEY
+        ) == parameters.get(versions.DELETED_KEY)
 
     def _lock_table(self, path: Path, name: str) -> int:
         """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one."""
@@ -425,7 +459,12 @@ class _HiveNamespace(CatalogNamespace):
             hostname=socket.gethostname(),
             agentInfo="lance-metastore",
         )
-        response = self._call("lock", request, idempotent=False)
+        try:
+            response = self._call("lock", request, idempotent=False)
+        except ttypes.MetaException as error:  # e.g. the backing database timed out a lock
+            raise ConcurrentModificationError(
+                f"Could not lock table {describe((*path, name))}: {error.message}; retry"
+            ) from None
         deadline = time.monotonic() + self._settings["client.lock-timeout-sec"]
         delay = 0.005
         while response.state == ttypes.LockState.WAITING:
@@ -479,7 +518,7 @@ class Hive2Namespace(_HiveNamespace):
     ) -> None:
         self._replace_database_properties(path, properties)
 
-    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+    def _catalog_namespace_is_empty(self, path: Path) -> bool | None:
         return self._database_is_empty(path)
 
     def _catalog_drop_namespace(self, path: Path, cascade: bool) -> None:
@@ -604,9 +643,11 @@ class Hive3Namespace(_HiveNamespace):
             ttypes.AlterCatalogRequest(path[0], self._catalog_object(path[0], properties)),
         )
 
-    def _catalog_namespace_is_empty(self, path: Path) -> bool:
+    def _catalog_namespace_is_empty(self, path: Path) -> bool | None:
         if len(path) == 2:
-            return self._database_is_empty(path)
+            return self._database_is_empty(path) if self._check_catalog(path[0]) else None
+        if not self._check_catalog(path[0]):
+            return None
         databases = self._catalog_databases(path[0])
         # HMS 3 gives every new catalog a database "default" and drops it with the catalog
         # when it is empty: a catalog holding only an empty "default" is an empty catalog.

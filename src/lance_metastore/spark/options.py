@@ -38,6 +38,8 @@ SOURCE_OPTIONS = frozenset(
         "max_rows_per_file",
         "max_rows_per_group",
         "data_storage_version",
+        "prefetch",
+        "batch_size_bytes",
     }
 )
 
@@ -110,6 +112,10 @@ def connect(impl: str, properties: Mapping[str, str]) -> Any:
 def parse_target(options: Mapping[str, str]) -> Target:
     """The table the options name; raises :class:`OptionError` with a fix when they do not."""
     opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
+    if "provider" in opts and any(k.startswith("option.") for k in opts):
+        # Spark's session catalog creating a table: these are its table properties, and the
+        # reads and writes of that table will receive no options at all.
+        raise OptionError("CREATE TABLE ... USING lance is not supported. " + SQL_TABLE_HINT)
     path = opts.get("path", "").strip()
     impl = opts.get("impl", "").strip() or None
     if not path:

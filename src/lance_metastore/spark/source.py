@@ -15,20 +15,17 @@ from .writer import LanceWriter, plan_write
 class LanceDataSource(DataSource):
     """Lance tables by catalog name (option ``impl``) or by dataset URI.
 
-    See docs/spark.md for the options. ``schema()`` resolves the table once on the driver and
-    keeps the result on the instance, which Spark pickles into the planning of the read.
+    See docs/spark.md for the options. The table is resolved (catalog, then dataset version)
+    when Spark asks for the schema and again when it plans each read: a temporary view keeps
+    this instance for its lifetime, and must see the writes made since it was created.
     """
-
-    _snapshot: Snapshot | None = None
 
     @classmethod
     def name(cls) -> str:
         return "lance"
 
     def _resolve(self) -> Snapshot:
-        if self._snapshot is None:
-            self._snapshot = resolve_snapshot(parse_target(self.options), self.options)
-        return self._snapshot
+        return resolve_snapshot(parse_target(self.options), self.options)
 
     def schema(self) -> StructType:
         snapshot = self._resolve()

@@ -22,6 +22,8 @@ import contextlib
 import json
 import logging
 import os
+import queue
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -75,6 +77,7 @@ class WritePlan:
     data_storage_version: str | None = None
     max_rows_per_file: int = 1024 * 1024
     max_rows_per_group: int | None = None
+    prefetch: int = 8
     job_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
 
@@ -142,11 +145,21 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
             data_storage_version=storage_version,
             max_rows_per_file=int_option(options, "max_rows_per_file", 1024 * 1024) or 1024 * 1024,
             max_rows_per_group=int_option(options, "max_rows_per_group", None),
+            prefetch=_prefetch_option(options),
         )
     except BaseException:
         if declared:
             _deregister(location)
         raise
+
+
+def _prefetch_option(options: Mapping[str, str]) -> int:
+    raw = (options.get("prefetch") or "").strip()
+    if raw == "":
+        return 8
+    if not raw.isdigit():
+        raise OptionError(f"Option 'prefetch' must be a whole number (0 disables), got {raw!r}")
+    return int(raw)
 
 
 def _storage_version(dataset: Any) -> str | None:
@@ -226,6 +239,57 @@ def _remove_empty_local_dirs(location: Location) -> None:
             os.rmdir(directory)
 
 
+_DONE = object()
+
+
+def prefetch(iterator: Iterator[Any], depth: int) -> Iterator[Any]:
+    """Iterate ``iterator`` in a background thread, up to ``depth`` items ahead.
+
+    Spark converts rows to Arrow on its side of a socket while this task's Lance writer
+    encodes: read ahead, Spark's converter keeps going instead of waiting for the socket to be
+    drained, and the two overlap. Errors arrive in order, after the items before them.
+    """
+    if depth <= 0:
+        yield from iterator
+        return
+    items: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def pump() -> None:
+        try:
+            for item in iterator:
+                while not stop.is_set():
+                    try:
+                        items.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            items.put(_DONE)
+        except BaseException as error:
+            items.put(_Failure(error))
+
+    thread = threading.Thread(target=pump, name="lance-spark-prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = items.get()
+            if item is _DONE:
+                return
+            if isinstance(item, _Failure):
+                raise item.error
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
 try:
     from lance.fragment import FragmentWriteProgress as _ProgressBase
 except ImportError:  # pragma: no cover - older pylance
@@ -264,7 +328,7 @@ class LanceWriter(DataSourceArrowWriter):
         def batches() -> Iterator[pa.RecordBatch]:
             nonlocal rows
             try:
-                for batch in iterator:
+                for batch in prefetch(iterator, plan.prefetch):
                     if batch.num_rows == 0:
                         continue
                     rows += batch.num_rows

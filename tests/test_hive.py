@@ -1,0 +1,727 @@
+"""Hive-specific behaviour of Hive2Namespace and Hive3Namespace.
+
+- Hive 3 catalogs, against the HMS 3 emulator (tests/support/hms3_emulator.py), or against a
+  real Hive 3/4 metastore named by ``LANCE_METASTORE_TEST_HMS3_URI`` (thrift://host:port);
+- configuration, database property mapping, the connection pool, lost connections, fail-over,
+  server-side filtering and catalog columns, against the real Hive Metastore 2.3 of the
+  session (``hive_metastore_uri``) and, for restarts, a second metastore of this module.
+
+Raw Thrift calls go through :class:`RawClient`, a class-based context manager: Thrift's
+exceptions are immutable, and a ``@contextmanager`` generator fails re-raising them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import urlparse
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+from support.hms3_emulator import Hms3Emulator
+from thrift.protocol import TBinaryProtocol
+from thrift.transport import TSocket, TTransport
+
+from lance_metastore import Hive2Namespace, Hive3Namespace, _hms_pool
+
+HMS3_URI_ENV = "LANCE_METASTORE_TEST_HMS3_URI"
+DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
+CATALOG = "sales_cat"
+CATALOG_PROPS = {"catalog.description": "Sales data", "catalog.location-uri": "/lake/sales_cat"}
+
+
+def code_of(call, *args, **kwargs) -> ErrorCode:
+    with pytest.raises(LanceNamespaceError) as caught:
+        call(*args, **kwargs)
+    return caught.value.code
+
+
+def unique(prefix: str = "db") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+class RawClient:
+    """``with RawClient(uri) as client``: pymetastore's generated client on the first URI."""
+
+    def __init__(self, uri: str, timeout: float = 30.0) -> None:
+        first = urlparse(uri.split(",")[0].strip())
+        sock = TSocket.TSocket(first.hostname, first.port)
+        sock.setTimeout(int(timeout * 1000))
+        self._transport = TTransport.TBufferedTransport(sock)
+
+    def __enter__(self) -> ThriftHiveMetastore.Client:
+        self._transport.open()
+        return ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(self._transport))
+
+    def __exit__(self, *exc: object) -> None:
+        self._transport.close()
+
+
+def port_of(uri: str) -> int:
+    return int(urlparse(uri.split(",")[0].strip()).port)
+
+
+def dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def foreign_table(db: str, name: str, location: str, table_type: str, catalog=None):
+    """A table made with the raw client: ``table_type`` parameter as given."""
+    return ttypes.Table(
+        tableName=name,
+        dbName=db,
+        owner="someone",
+        sd=ttypes.StorageDescriptor(
+            cols=[ttypes.FieldSchema("x", "int", None)],
+            location=location,
+            serdeInfo=ttypes.SerDeInfo(name=name, parameters={}),
+            parameters={},
+        ),
+        partitionKeys=[],
+        parameters={"table_type": table_type, "EXTERNAL": "TRUE"},
+        tableType="EXTERNAL_TABLE",
+        catName=catalog,
+    )
+
+
+class _CountingClient:
+    """Counts the Thrift calls made through one pooled connection."""
+
+    def __init__(self, client: Any, counts: collections.Counter[str]) -> None:
+        self._client = client
+        self._counts = counts
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._client, name)
+        if name.startswith("_") or not callable(attribute):
+            return attribute
+
+        def call(*args: Any) -> Any:
+            self._counts[name] += 1
+            return attribute(*args)
+
+        return call
+
+
+@pytest.fixture
+def thrift_calls(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
+    """Counts the pool's Connection objects and the Thrift calls made through them."""
+    counts: collections.Counter[str] = collections.Counter()
+    created: list[Any] = []
+    original = _hms_pool.Connection
+
+    class CountingConnection(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            created.append(self)
+            self.client = _CountingClient(self.client, counts)
+
+    monkeypatch.setattr(_hms_pool, "Connection", CountingConnection)
+    return SimpleNamespace(counts=counts, created=created)
+
+
+def our_connections_to(port: int) -> int | None:
+    """ESTABLISHED TCP connections from this process to ``port`` (None without procfs)."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            remote, state, inode = fields[2], fields[3], fields[9]
+            if state == "01" and int(remote.rsplit(":", 1)[1], 16) == port and inode in inodes:
+                count += 1
+    return count
+
+
+# =============================================================================================
+# Hive 3 catalogs: the HMS 3 emulator, or a real Hive 3/4 metastore (opt-in)
+# =============================================================================================
+
+
+@pytest.fixture(scope="module")
+def hms3() -> Iterator[SimpleNamespace]:
+    if os.environ.get(HMS3_URI_ENV):
+        yield SimpleNamespace(uri=os.environ[HMS3_URI_ENV], emulator=None)
+        return
+    with Hms3Emulator() as emulator:
+        yield SimpleNamespace(uri=emulator.uri, emulator=emulator)
+
+
+def _wipe_catalog(uri: str, catalog: str) -> None:
+    with RawClient(uri) as client:
+        if catalog not in client.get_catalogs().names:
+            return
+        for database in client.get_databases(f"@{catalog}#"):
+            client.drop_database(f"@{catalog}#{database}", False, True)
+        client.drop_catalog(ttypes.DropCatalogRequest(catalog))
+
+
+@pytest.fixture
+def ns3(hms3: SimpleNamespace, tmp_path: Path) -> Iterator[Hive3Namespace]:
+    if hms3.emulator is not None:
+        hms3.emulator.reset()
+    else:
+        _wipe_catalog(hms3.uri, CATALOG)
+    ns = Hive3Namespace(uri=hms3.uri, root=str(tmp_path / "lake"))
+    yield ns
+    ns.close()
+    if hms3.emulator is None:
+        _wipe_catalog(hms3.uri, CATALOG)
+
+
+def emulator_only(hms3: SimpleNamespace) -> Hms3Emulator:
+    if hms3.emulator is None:
+        pytest.skip("needs the emulator's call counts")
+    return hms3.emulator
+
+
+def make_catalog(ns: Hive3Namespace, tmp_path: Path) -> dict[str, str]:
+    props = {**CATALOG_PROPS, "catalog.location-uri": str(tmp_path / "sales_cat")}
+    ns.create_namespace({"id": [CATALOG], "properties": props})
+    return props
+
+
+def test_catalog_create_describe_list_drop(ns3, tmp_path):
+    props = {**CATALOG_PROPS, "catalog.location-uri": str(tmp_path / "sales_cat")}
+    created = ns3.create_namespace({"id": [CATALOG], "properties": props})
+    assert created.properties == props
+    assert ns3.describe_namespace({"id": [CATALOG]}).properties == props
+    ns3.namespace_exists({"id": [CATALOG]})
+    roots = ns3.list_namespaces({"id": []}).namespaces
+    assert "hive" in roots and CATALOG in roots
+    # Hive 3 gives every new catalog a database called "default".
+    assert ns3.list_namespaces({"id": [CATALOG]}).namespaces == ["default"]
+    assert ns3.list_tables({"id": [CATALOG]}).tables == []  # catalogs hold no tables
+
+    assert code_of(ns3.create_namespace, {"id": [CATALOG]}) == ErrorCode.NAMESPACE_ALREADY_EXISTS
+    kept = ns3.create_namespace({"id": [CATALOG], "mode": "exist_ok", "properties": {}})
+    assert kept.properties == props
+    replaced = {**props, "catalog.description": "Renamed"}
+    ns3.create_namespace({"id": [CATALOG], "mode": "overwrite", "properties": replaced})
+    assert ns3.describe_namespace({"id": [CATALOG]}).properties == replaced
+    bad = {"id": ["other_cat"], "properties": {"owner": "x"}}
+    assert code_of(ns3.create_namespace, bad) == ErrorCode.INVALID_INPUT
+
+    # A catalog holding only its empty "default" database is empty: RESTRICT drops it.
+    ns3.drop_namespace({"id": [CATALOG]})
+    assert code_of(ns3.describe_namespace, {"id": [CATALOG]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns3.drop_namespace, {"id": [CATALOG]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    ns3.drop_namespace({"id": [CATALOG], "mode": "skip"})
+    assert CATALOG not in ns3.list_namespaces({"id": []}).namespaces
+
+
+def test_catalog_default_location_is_under_root(ns3, tmp_path):
+    ns3.create_namespace({"id": [CATALOG]})
+    described = ns3.describe_namespace({"id": [CATALOG]}).properties
+    assert described["catalog.location-uri"].endswith(str(tmp_path / "lake" / CATALOG))
+
+
+def test_databases_in_a_catalog(ns3, hms3, tmp_path):
+    make_catalog(ns3, tmp_path)
+    props = {"database.description": "orders", "team": "sales"}
+    created = ns3.create_namespace({"id": [CATALOG, "db"], "properties": props})
+    assert created.properties["team"] == "sales"
+    described = ns3.describe_namespace({"id": [CATALOG, "DB"]}).properties
+    assert described["database.description"] == "orders" and described["team"] == "sales"
+    assert ns3.list_namespaces({"id": [CATALOG]}).namespaces == ["db", "default"]
+    assert ns3.list_namespaces({"id": [CATALOG, "db"]}).namespaces == []
+    again = {"id": [CATALOG, "db"]}
+    assert code_of(ns3.create_namespace, again) == ErrorCode.NAMESPACE_ALREADY_EXISTS
+    missing = {"id": ["no_cat", "db"]}
+    assert code_of(ns3.create_namespace, missing) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns3.list_namespaces, {"id": ["no_cat"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    too_deep = {"id": [CATALOG, "db", "x"]}
+    assert code_of(ns3.create_namespace, too_deep) == ErrorCode.INVALID_INPUT
+    with RawClient(hms3.uri) as client:
+        raw = client.get_database(f"@{CATALOG}#db")
+    assert (raw.catalogName, raw.description, raw.parameters) == (
+        CATALOG,
+        "orders",
+        props_of(props),
+    )
+
+    # Isolation: the database of sales_cat does not exist in catalog hive.
+    with RawClient(hms3.uri) as client:
+        hive_has_db = "db" in client.get_all_databases()
+    if not hive_has_db:
+        assert code_of(ns3.describe_namespace, {"id": ["hive", "db"]}) == 1
+        assert "db" not in ns3.list_namespaces({"id": ["hive"]}).namespaces
+    ns3.drop_namespace({"id": [CATALOG, "db"]})
+    assert ns3.list_namespaces({"id": [CATALOG]}).namespaces == ["default"]
+
+
+def props_of(props: dict[str, str]) -> dict[str, str]:
+    """The Database.parameters our mapping stores for ``props``."""
+    return {k: v for k, v in props.items() if not k.startswith("database.")}
+
+
+def test_tables_in_a_catalog_with_pylance(ns3, hms3, tmp_path):
+    make_catalog(ns3, tmp_path)
+    ns3.create_namespace({"id": [CATALOG, "db"]})
+    table_id = [CATALOG, "db", "t"]
+    lance.write_dataset(DATA, namespace_client=ns3, table_id=table_id, mode="create")
+    lance.write_dataset(DATA, namespace_client=ns3, table_id=table_id, mode="append")
+    assert lance.dataset(namespace_client=ns3, table_id=table_id).count_rows() == 6
+    assert ns3.list_tables({"id": [CATALOG, "db"]}).tables == ["t"]
+    described = ns3.describe_table({"id": table_id})
+    assert described.namespace == [CATALOG, "db"]
+    assert described.location == str(tmp_path / "lake" / CATALOG / "db" / "t.lance")
+    ns3.table_exists({"id": table_id})
+    with RawClient(hms3.uri) as client:
+        raw = client.get_table(f"@{CATALOG}#db", "t")
+    assert (raw.catName, raw.dbName, raw.tableType) == (CATALOG, "db", "EXTERNAL_TABLE")
+    assert raw.parameters["table_type"] == "lance"
+    assert [(c.name, c.type) for c in raw.sd.cols] == [("id", "bigint"), ("name", "string")]
+
+    # A non-Lance table in the same database is neither listed nor described.
+    with RawClient(hms3.uri) as client:
+        client.create_table(
+            foreign_table("db", "ice", str(tmp_path / "ice"), "ICEBERG", catalog=CATALOG)
+        )
+    assert ns3.list_tables({"id": [CATALOG, "db"]}).tables == ["t"]
+    assert code_of(ns3.describe_table, {"id": [CATALOG, "db", "ice"]}) == 13
+
+    # Catalog isolation: the same database name in catalog hive holds other tables.
+    with RawClient(hms3.uri) as client:
+        hive_has_db = "db" in client.get_all_databases()
+    if not hive_has_db:
+        assert code_of(ns3.describe_table, {"id": ["hive", "db", "t"]}) == 4
+        ns3.create_namespace({"id": ["hive", "db"]})
+        try:
+            assert ns3.list_tables({"id": ["hive", "db"]}).tables == []
+            assert code_of(ns3.describe_table, {"id": ["hive", "db", "t"]}) == 4
+            ns3.declare_table({"id": ["hive", "db", "t"]})
+            assert ns3.describe_table({"id": ["hive", "db", "t"]}).location != described.location
+            assert lance.dataset(namespace_client=ns3, table_id=table_id).count_rows() == 6
+        finally:
+            ns3.drop_namespace({"id": ["hive", "db"], "behavior": "cascade"})
+
+    deregistered = ns3.deregister_table({"id": table_id})
+    assert deregistered.location == described.location
+    assert lance.dataset(described.location).count_rows() == 6
+
+
+def test_listing_a_catalog_database_is_one_filtered_call(ns3, hms3, tmp_path):
+    emulator = emulator_only(hms3)
+    make_catalog(ns3, tmp_path)
+    ns3.create_namespace({"id": [CATALOG, "db"]})
+    for index in range(5):
+        ns3.declare_table({"id": [CATALOG, "db", f"t{index}"]})
+    with RawClient(hms3.uri) as client:
+        for index in range(5):
+            table = foreign_table("db", f"x{index}", f"/x{index}", "ICEBERG", CATALOG)
+            client.create_table(table)
+    emulator.calls.clear()
+    assert ns3.list_tables({"id": [CATALOG, "db"]}).tables == [f"t{i}" for i in range(5)]
+    assert emulator.calls["get_table_names_by_filter"] == 1
+    assert emulator.calls["get_table"] == 0 and emulator.calls["get_all_tables"] == 0
+
+
+def test_drop_catalog_restrict_and_cascade(ns3, hms3, tmp_path):
+    make_catalog(ns3, tmp_path)
+    ns3.create_namespace({"id": [CATALOG, "db"]})
+    table_id = [CATALOG, "db", "t"]
+    lance.write_dataset(DATA, namespace_client=ns3, table_id=table_id, mode="create")
+    location = ns3.describe_table({"id": table_id}).location
+
+    assert code_of(ns3.drop_namespace, {"id": [CATALOG]}) == ErrorCode.NAMESPACE_NOT_EMPTY
+    assert code_of(ns3.drop_namespace, {"id": [CATALOG, "db"]}) == 3
+    # The default database with a table makes the catalog non-empty as well.
+    ns3.declare_table({"id": [CATALOG, "default", "u"]})
+    ns3.drop_namespace({"id": [CATALOG, "db"], "behavior": "cascade"})
+    assert code_of(ns3.drop_namespace, {"id": [CATALOG]}) == ErrorCode.NAMESPACE_NOT_EMPTY
+    ns3.create_namespace({"id": [CATALOG, "db"]})
+    ns3.register_table({"id": table_id, "location": location})
+
+    ns3.drop_namespace({"id": [CATALOG], "behavior": "cascade"})
+    assert code_of(ns3.describe_namespace, {"id": [CATALOG]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns3.describe_table, {"id": table_id}) == ErrorCode.TABLE_NOT_FOUND
+    with RawClient(hms3.uri) as client:
+        assert CATALOG not in client.get_catalogs().names
+    assert lance.dataset(location).count_rows() == 3  # deregistered, never deleted
+
+
+def test_default_catalog_cannot_be_dropped(ns3, hms3):
+    keep = unique("keep")
+    ns3.create_namespace({"id": ["hive", keep]})
+    try:
+        for behavior in ("restrict", "cascade"):
+            request = {"id": ["hive"], "behavior": behavior}
+            assert code_of(ns3.drop_namespace, request) in (ErrorCode.INVALID_INPUT, 3)
+        ns3.namespace_exists({"id": ["hive", keep]})  # nothing was dropped on the way
+    finally:
+        ns3.drop_namespace({"id": ["hive", keep]})
+
+
+def test_catalog_operations_on_hive2_metastore(hive_metastore_uri, tmp_path):
+    ns = Hive3Namespace(uri=hive_metastore_uri, root=str(tmp_path / "lake"))
+    try:
+        request = {"id": [CATALOG], "properties": CATALOG_PROPS}
+        assert code_of(ns.create_namespace, request) == ErrorCode.UNSUPPORTED
+        assert ns.list_namespaces({"id": []}).namespaces == ["hive"]
+        assert code_of(ns.describe_namespace, {"id": [CATALOG]}) == 1
+        assert code_of(ns.create_namespace, {"id": [CATALOG, "db"]}) == 1
+        assert code_of(ns.drop_namespace, {"id": ["hive"]}) in (0, 3, 13)
+    finally:
+        ns.close()
+
+
+# =============================================================================================
+# Configuration
+# =============================================================================================
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {},
+        {"uri": ""},
+        {"uri": "http://x"},
+        {"uri": "thrift://host:notaport"},
+        {"uri": "thrift://h:9083", "client.pool-size": "0"},
+        {"uri": "thrift://h:9083", "client.pool-size": "abc"},
+        {"uri": "thrift://h:9083", "client.socket-timeout-sec": "-1"},
+        {"uri": "thrift://h:9083", "client.pool_size": "3"},
+        {"uri": "thrift://h:9083", "bogus": "1"},
+    ],
+)
+@pytest.mark.parametrize("cls", [Hive2Namespace, Hive3Namespace])
+def test_invalid_configuration(cls, props):
+    assert code_of(cls, **props) == ErrorCode.INVALID_INPUT
+
+
+def test_identity_and_repr_connect_nothing(tmp_path):
+    uri = f"thrift://127.0.0.1:{dead_port()},thrift://other:9083"
+    ns = Hive2Namespace(uri=uri, root=str(tmp_path), **{"client.pool-size": "2"})
+    assert ns.namespace_id() == (f"Hive2Namespace {{ uri: {uri!r}, root: {str(tmp_path)!r} }}")
+    assert repr(ns).startswith("Hive2Namespace(") and "uri=" in repr(ns)
+    assert "***" not in repr(ns)  # nothing here is secret
+    assert ns._pool is None  # construction opens no connection
+    ns3 = Hive3Namespace(uri="thrift://h:1")
+    assert ns3.namespace_id() == "Hive3Namespace { uri: 'thrift://h:1' }"
+
+
+# =============================================================================================
+# Database property mapping (real HMS 2.3)
+# =============================================================================================
+
+
+@pytest.fixture
+def ns2(hive_metastore_uri: str, tmp_path: Path) -> Iterator[Hive2Namespace]:
+    ns = Hive2Namespace(uri=hive_metastore_uri, root=str(tmp_path / "lake"))
+    created: list[str] = []
+    ns.created = created  # type: ignore[attr-defined]
+    yield ns
+    ns.close()
+    with RawClient(hive_metastore_uri) as client:
+        existing = set(client.get_all_databases())
+        for name in created:
+            if name in existing:
+                client.drop_database(name, False, True)
+
+
+def new_db(ns: Hive2Namespace, props: dict[str, str] | None = None) -> str:
+    name = unique()
+    ns.created.append(name)  # type: ignore[attr-defined]
+    ns.create_namespace({"id": [name], "properties": props or {}})
+    return name
+
+
+def test_database_property_mapping(ns2, hive_metastore_uri, tmp_path):
+    location = tmp_path / "dbs" / "orders"
+    props = {
+        "database.description": "Orders",
+        "database.location-uri": str(location),
+        "database.owner": "alice",
+        "database.owner-type": "role",
+        "team": "sales",
+    }
+    name = new_db(ns2, props)
+    with RawClient(hive_metastore_uri) as client:
+        raw = client.get_database(name)
+    assert raw.description == "Orders"
+    assert raw.locationUri.endswith(str(location)) and raw.locationUri.startswith("file:")
+    assert (raw.ownerName, raw.ownerType) == ("alice", ttypes.PrincipalType.ROLE)
+    assert raw.parameters == {"team": "sales"}
+    described = ns2.describe_namespace({"id": [name]}).properties
+    assert described == {**props, "database.owner-type": "ROLE"}
+
+    plain = new_db(ns2, {"k": "v"})
+    described = ns2.describe_namespace({"id": [plain]}).properties
+    assert described["k"] == "v" and described["database.owner-type"] == "USER"
+    assert described["database.owner"]  # the client user
+    assert "database.location-uri" in described  # HMS chose one
+
+    ns2.create_namespace({"id": [name], "mode": "overwrite", "properties": {"team": "ops"}})
+    with RawClient(hive_metastore_uri) as client:
+        raw = client.get_database(name)
+    assert raw.parameters == {"team": "ops"}
+    assert raw.locationUri.endswith(str(location))  # a location is kept
+
+    for owner_type in ("nobody", ""):
+        bad = {"id": [unique()], "properties": {"database.owner-type": owner_type}}
+        assert code_of(ns2.create_namespace, bad) == ErrorCode.INVALID_INPUT
+        assert code_of(ns2.describe_namespace, {"id": bad["id"]}) == 1
+
+
+# =============================================================================================
+# The connection pool
+# =============================================================================================
+
+
+def test_pool_shared_by_eight_threads(ns2, hive_metastore_uri):
+    db = new_db(ns2)
+    port = port_of(hive_metastore_uri)
+    counted = our_connections_to(port)
+    baseline = None if counted is None else counted - ns2.pool.open_connections
+    errors: list[BaseException] = []
+    operations = collections.Counter()
+    barrier = threading.Barrier(8)
+
+    def work(worker: int) -> None:
+        barrier.wait()
+        try:
+            for index in range(5):  # 5 tables x 5 operations = 25 per thread, 200 in all
+                table_id = [db, f"t_{worker}_{index}"]
+                ns2.declare_table({"id": table_id})
+                ns2.describe_table({"id": table_id})
+                ns2.table_exists({"id": table_id})
+                if index % 2:
+                    ns2.list_tables({"id": [db]})
+                else:
+                    ns2.describe_namespace({"id": [db]})
+                ns2.deregister_table({"id": table_id})
+                operations[worker] += 5
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors[:3]
+    assert sum(operations.values()) == 200
+    assert ns2.list_tables({"id": [db]}).tables == []
+    assert 1 <= ns2.pool.open_connections <= 3
+    if baseline is not None:
+        # Counted by the kernel: what the pool says is what is open, and no more.
+        assert our_connections_to(port) - baseline == ns2.pool.open_connections
+    ns2.close()
+    assert ns2.pool.open_connections == 0
+    if baseline is not None:
+        assert our_connections_to(port) == baseline
+
+
+def test_connections_are_reused(thrift_calls, hive_metastore_uri, tmp_path):
+    ns = Hive2Namespace(uri=hive_metastore_uri, root=str(tmp_path))
+    try:
+        db = unique()
+        ns.create_namespace({"id": [db]})
+        for index in range(10):
+            ns.declare_table({"id": [db, f"t{index}"]})
+            ns.describe_table({"id": [db, f"t{index}"]})
+        ns.list_tables({"id": [db]})
+        ns.drop_namespace({"id": [db], "behavior": "cascade"})
+        assert len(thrift_calls.created) == 1
+        assert ns.pool.open_connections == 1
+        assert sum(thrift_calls.counts.values()) >= 25  # all through that one connection
+    finally:
+        ns.close()
+
+
+def test_pooled_sockets_closed_under_the_pool(ns2):
+    db = new_db(ns2)
+    pool = ns2.pool
+    with contextlib.ExitStack() as stack:  # fill the pool: three idle connections
+        for _ in range(3):
+            stack.enter_context(pool.connection())
+    assert pool.open_connections == 3
+    for connection in list(pool._idle.queue):
+        connection.transport.close()  # broken from under the pool
+    ns2.describe_namespace({"id": [db]})  # idempotent: retried on a fresh connection
+    ns2.declare_table({"id": [db, "t"]})  # not retried, but never sent on a dead connection
+    assert ns2.describe_table({"id": [db, "t"]}).location
+    assert pool.open_connections <= 3
+
+
+# =============================================================================================
+# Lost connections, server down, fail-over (a metastore of this module's own)
+# =============================================================================================
+
+
+@pytest.fixture(scope="module")
+def own_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    if os.environ.get("LANCE_METASTORE_TEST_HMS_URI"):
+        pytest.skip("restarts a local metastore; an external one is configured")
+    from lance_metastore.hms_local import LocalMetastore
+
+    metastore = LocalMetastore(tmp_path_factory.mktemp("hms_restart"))
+    metastore.start()
+    try:
+        yield metastore
+    finally:
+        metastore.stop()
+
+
+def test_metastore_restart_and_outage(own_metastore, tmp_path):
+    props = {"client.socket-timeout-sec": "5", "client.pool-size": "3"}
+    ns = Hive2Namespace(uri=own_metastore.uri, root=str(tmp_path), **props)
+    try:
+        db = unique()
+        ns.create_namespace({"id": [db]})
+        with contextlib.ExitStack() as stack:
+            for _ in range(3):
+                stack.enter_context(ns.pool.connection())
+        assert ns.pool.open_connections == 3
+
+        # Restart: every pooled connection dies; calls carry on transparently.
+        own_metastore.restart()
+        assert ns.describe_namespace({"id": [db]}).properties is not None
+        ns.declare_table({"id": [db, "after_restart"]})
+        assert ns.list_tables({"id": [db]}).tables == ["after_restart"]
+        assert ns.pool.open_connections <= 3
+
+        # Down: calls fail with ServiceUnavailable, quickly (well within the socket timeout).
+        own_metastore.stop()
+        for call, request in [
+            (ns.describe_namespace, {"id": [db]}),
+            (ns.list_tables, {"id": [db]}),
+            (ns.declare_table, {"id": [db, "while_down"]}),
+        ]:
+            started = time.monotonic()
+            assert code_of(call, request) == ErrorCode.SERVICE_UNAVAILABLE
+            assert time.monotonic() - started < 5
+        assert ns.pool.open_connections == 0
+
+        # Back: the same namespace object works again.
+        own_metastore.start()
+        ns.declare_table({"id": [db, "back"]})
+        assert ns.list_tables({"id": [db]}).tables == ["after_restart", "back"]
+    finally:
+        ns.close()
+
+
+def test_failover_to_the_next_uri(own_metastore, tmp_path):
+    if not own_metastore.is_running():
+        own_metastore.start()
+    uri = f"thrift://127.0.0.1:{dead_port()},{own_metastore.uri}"
+    ns = Hive2Namespace(uri=uri, root=str(tmp_path))
+    try:
+        db = unique()
+        ns.create_namespace({"id": [db]})
+        ns.declare_table({"id": [db, "t"]})
+        assert ns.list_tables({"id": [db]}).tables == ["t"]
+        assert ns.pool.open_connections == 1
+        connection = ns.pool._idle.queue[0]
+        assert connection.server.port == port_of(own_metastore.uri)
+        ns.drop_namespace({"id": [db], "behavior": "cascade"})
+    finally:
+        ns.close()
+    all_dead = Hive2Namespace(uri=f"thrift://127.0.0.1:{dead_port()}")
+    assert code_of(all_dead.list_namespaces, {"id": []}) == ErrorCode.SERVICE_UNAVAILABLE
+
+
+# =============================================================================================
+# Server-side filtering, catalog columns, cascade (real HMS 2.3)
+# =============================================================================================
+
+
+def test_list_tables_filters_in_the_metastore(ns2, hive_metastore_uri, thrift_calls, tmp_path):
+    db = new_db(ns2)
+    for index in range(50):
+        ns2.declare_table({"id": [db, f"lance_{index:02d}"]})
+    with RawClient(hive_metastore_uri) as client:
+        for index in range(50):
+            location = str(tmp_path / f"other_{index}")
+            client.create_table(foreign_table(db, f"other_{index:02d}", location, "ICEBERG"))
+        client.create_table(foreign_table(db, "upper", str(tmp_path / "u"), "LANCE"))
+        client.create_table(foreign_table(db, "prefix", str(tmp_path / "p"), "lancedb"))
+    thrift_calls.counts.clear()
+    listed = ns2.list_tables({"id": [db]}).tables
+    assert listed == sorted([f"lance_{i:02d}" for i in range(50)] + ["upper"])
+    assert thrift_calls.counts["get_table_names_by_filter"] == 1
+    assert thrift_calls.counts["get_table"] == 0
+    assert thrift_calls.counts["get_all_tables"] == 0
+    assert sum(thrift_calls.counts.values()) == 2  # + get_database (namespace exists)
+    # Paging works on the filtered listing.
+    page = ns2.list_tables({"id": [db], "limit": 20})
+    assert page.tables == listed[:20] and page.page_token
+
+
+def test_catalog_columns_follow_the_lance_schema(ns2, hive_metastore_uri, tmp_path):
+    db = new_db(ns2)
+    data = pa.table(
+        {
+            "id": pa.array([1], pa.int64()),
+            "name": ["a"],
+            "score": pa.array([1.5], pa.float32()),
+            "vec": pa.array([[1.0, 2.0]], pa.list_(pa.float32(), 2)),
+            "tags": pa.array([["x"]], pa.list_(pa.string())),
+            "ts": pa.array([0], pa.timestamp("us")),
+            "ok": [True],
+        }
+    )
+    expected = [
+        ("id", "bigint"),
+        ("name", "string"),
+        ("score", "float"),
+        ("vec", "array<float>"),
+        ("tags", "array<string>"),
+        ("ts", "timestamp"),
+        ("ok", "boolean"),
+    ]
+    location = str(tmp_path / "registered.lance")
+    lance.write_dataset(data, location)
+    ns2.register_table({"id": [db, "registered"], "location": location})
+    with RawClient(hive_metastore_uri) as client:
+        cols = client.get_table(db, "registered").sd.cols
+    assert [(c.name, c.type) for c in cols] == expected
+    assert cols[3].comment == "lance vector(2)"
+
+    declared = ns2.declare_table({"id": [db, "written"]}).location
+    with RawClient(hive_metastore_uri) as client:
+        assert not client.get_table(db, "written").sd.cols  # nothing known yet
+    lance.write_dataset(data, declared)  # straight to storage: the catalog is not told
+    ns2.describe_table({"id": [db, "written"]})  # first describe records the columns
+    with RawClient(hive_metastore_uri) as client:
+        cols = client.get_table(db, "written").sd.cols
+    assert [(c.name, c.type) for c in cols] == expected
+
+
+def test_drop_namespace_cascade_keeps_data(ns2, hive_metastore_uri):
+    db = new_db(ns2)
+    table_id = [db, "t"]
+    lance.write_dataset(DATA, namespace_client=ns2, table_id=table_id, mode="create")
+    location = ns2.describe_table({"id": table_id}).location
+    assert code_of(ns2.drop_namespace, {"id": [db]}) == ErrorCode.NAMESPACE_NOT_EMPTY
+    ns2.drop_namespace({"id": [db], "behavior": "cascade"})
+    with RawClient(hive_metastore_uri) as client:
+        assert db not in client.get_all_databases()
+    assert lance.dataset(location).count_rows() == 3
+    assert sorted(os.listdir(location))  # the files are all still there
