@@ -550,7 +550,9 @@ def test_session_token_is_sent_with_every_glue_request(glue: GlueHarness, record
     assert {(c["access_key"], c["token"]) for c in calls} == {
         ("ASIATEMPORARYKEY0001", "session-token-value")
     }
-    # The account lookup (no catalog_id) goes to STS with the same credentials.
+    # An account lookup (no catalog_id), when one is needed, uses the same credentials.
+    ns.describe_namespace({"id": ["db"]})
+    ns.create_namespace({"id": ["cat"], "properties": {"glue.kind": "catalog"}})
     sts_calls = [r for r in recording.requests() if r["service"] == "sts"]
     assert sts_calls and {(c["access_key"], c["token"]) for c in sts_calls} == {
         ("ASIATEMPORARYKEY0001", "session-token-value")
@@ -1146,3 +1148,11 @@ def test_entry_points_resolve_to_glue_namespace(glue: GlueHarness):
     assert via_alias.describe_table({"id": ["db", "scores"]}).location == str(
         glue.root / "db" / "scores.lance"
     )
+
+
+def test_database_in_a_missing_catalog_is_namespace_not_found(ns):
+    missing = {"id": ["nocat", "db"]}
+    assert code_of(ns.create_namespace, missing) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns.list_namespaces, {"id": ["nocat"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns.declare_table, {"id": ["nocat", "db", "t"]}) == 1
+    assert ns.list_namespaces({"id": []}).namespaces == []

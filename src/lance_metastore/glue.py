@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -57,6 +58,7 @@ DESCRIPTION = "description"
 LOCATION = "location"
 PAGE_SIZE = 100  # GetTables' and GetDatabases' maximum page
 CATALOG_PAGE_SIZE = 1000
+CATALOG_NAMES_SECONDS = 30.0
 
 # Glue allows any single-line text in database and table names and stores them lower-cased.
 DATABASE_RULES = NameRules(max_length=255)
@@ -184,6 +186,8 @@ class GlueNamespace(CatalogNamespace):
                 )
         self._client_lock = threading.Lock()
         self._lookups = threading.local()
+        # parent path -> (valid until, names of its child catalogs)
+        self._catalog_names: dict[Path, tuple[float, frozenset[str]]] = {}
         self._glue: Any = None
         self._account_id: str | None = None
 
@@ -391,6 +395,19 @@ class GlueNamespace(CatalogNamespace):
             return "catalog", catalog
         return None
 
+    def _child_catalogs_recently(self, parent: Path) -> frozenset[str]:
+        now = time.monotonic()
+        with self._client_lock:
+            known = self._catalog_names.get(parent)
+        if known is not None and known[0] > now:
+            return known[1]
+        names = frozenset(self._child_catalog_names(parent) or ())
+        return names
+
+    def _forget_catalog_names(self) -> None:
+        with self._client_lock:
+            self._catalog_names.clear()
+
     def _child_catalog_names(self, parent: Path) -> list[str] | None:
         parent_id = self._catalog_id(parent)  # None: AWS defaults to the caller's account
         items = self._pages(
@@ -401,7 +418,13 @@ class GlueNamespace(CatalogNamespace):
         )
         if items is None:
             return None
-        return [item["Name"].rsplit("/", 1)[-1] for item in items]
+        names = [item["Name"].rsplit("/", 1)[-1] for item in items]
+        with self._client_lock:
+            self._catalog_names[parent] = (
+                time.monotonic() + CATALOG_NAMES_SECONDS,
+                frozenset(names),
+            )
+        return names
 
     def _database_names(self, chain: Path, limit: int | None = None) -> list[str] | None:
         kwargs: dict[str, Any] = {"MaxResults": limit or PAGE_SIZE, **self._ids(chain)}
@@ -468,9 +491,11 @@ class GlueNamespace(CatalogNamespace):
         if kind == "catalog":
             self._create_catalog(path, fields, parameters)
             return
-        # A catalog of the same name would be shadowed by the new database: look for one at
-        # the same time as creating, and undo the creation if there is one.
-        shadowed = self._background().submit(self._get_catalog, path)
+        # A catalog of the same name would be shadowed by the new database. Catalogs are
+        # rarely made, so their names are known from a listing at most 30 s old (our own
+        # catalog changes refresh it at once).
+        if path[-1] in self._child_catalogs_recently(path[:-1]):
+            raise NamespaceAlreadyExistsError(f"Namespace {describe(path)} already exists")
         try:
             self.glue.create_database(
                 DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
@@ -487,9 +512,6 @@ class GlueNamespace(CatalogNamespace):
                     f"Parent catalog {describe(path[:-1])} of {describe(path)} does not exist"
                 ) from None
             raise
-        if shadowed.result() is not None:
-            self._call("delete_database", Name=path[-1], **self._ids(path[:-1]))
-            raise NamespaceAlreadyExistsError(f"Namespace {describe(path)} already exists")
 
     def _create_catalog(
         self, path: Path, fields: dict[str, str], parameters: dict[str, str]
@@ -504,6 +526,7 @@ class GlueNamespace(CatalogNamespace):
             raise NamespaceAlreadyExistsError(
                 f"Namespace {describe(path)} already exists as a database"
             )
+        self._forget_catalog_names()
         try:
             self.glue.create_catalog(Name=name, CatalogInput={"Parameters": parameters, **fields})
         except Exception as error:
@@ -566,6 +589,7 @@ class GlueNamespace(CatalogNamespace):
             deleted = self._call("delete_database", Name=path[-1], **self._ids(path[:-1]))
         else:
             deleted = self._call("delete_catalog", CatalogId=self._catalog_id(path))
+            self._forget_catalog_names()
         if deleted is None:
             raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
 

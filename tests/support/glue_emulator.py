@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import os
@@ -27,7 +28,7 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -315,13 +316,53 @@ class _FaultPlan:
 # --------------------------------------------------------------------------------------------
 
 
+class _ReadWriteLock:
+    """Many readers or one writer: AWS serves reads concurrently, moto's models need writes
+    alone (and UpdateTable's VersionId check-and-update must be atomic)."""
+
+    def __init__(self) -> None:
+        self._condition = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._condition:
+            while self._writing:
+                self._condition.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._readers -= 1
+                if not self._readers:
+                    self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        with self._condition:
+            while self._writing or self._readers:
+                self._condition.wait()
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._writing = False
+                self._condition.notify_all()
+
+
+_READ_ACTION_PREFIXES = ("Get", "List", "Search", "BatchGet")
+
+
 class _EmulatorState:
     """Everything the emulator adds to moto, shared by the server's request threads."""
 
     def __init__(self) -> None:
-        # Glue requests run one at a time: moto's models are not thread-safe, and it makes
-        # UpdateTable's VersionId check-and-update atomic.
+        # Writes run one at a time (moto's models are not thread-safe); reads run together.
         self.lock = threading.RLock()
+        self.access = _ReadWriteLock()
         self.faults = _FaultPlan()
         self._trees: dict[tuple[str, str], _CatalogTree] = {}
 
@@ -408,7 +449,10 @@ class _EmulatedGlueResponse(GlueResponse):
         fault = self.state.faults.take_error(action)
         if fault is not None:
             return self._fault_response(fault)
-        with self.state.lock:
+        if action.startswith(_READ_ACTION_PREFIXES):
+            with self.state.access.reading():
+                return super().call_action()
+        with self.state.access.writing(), self.state.lock:
             return super().call_action()
 
     # -- catalogs ---------------------------------------------------------------------------
