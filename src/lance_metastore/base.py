@@ -312,6 +312,28 @@ class CatalogNamespace(LanceNamespace):
         except Exception:
             return None
 
+    def _has_committed_data(self, path: Path, entry: TableEntry) -> bool:
+        """Whether the table holds data: for catalog-managed tables the catalog knows."""
+        if self._managed_versioning(entry):
+            return versions.current_version(entry.parameters) > 0
+        return self._dataset_schema(entry.location) is not None
+
+    def _table_schema(self, path: Path, entry: TableEntry) -> pa.Schema | None:
+        """The schema of the table's latest version; managed tables are opened through the
+        catalog (their latest manifest is the one the catalog names)."""
+        if not self._managed_versioning(entry):
+            return self._dataset_schema(entry.location)
+        if versions.current_version(entry.parameters) == 0:
+            return None
+        import lance
+
+        dataset = lance.dataset(
+            namespace_client=self,
+            table_id=[*path, entry.name],
+            storage_options=self.storage_options or None,
+        )
+        return dataset.schema
+
     def _declared_parameters(self, properties: Mapping[str, str] | None) -> dict[str, str]:
         return tables.table_parameters(properties, self._settings["managed_by"])
 
@@ -327,7 +349,7 @@ class CatalogNamespace(LanceNamespace):
         with self._operation("sync columns of table", table_id):
             path, name = self._table_path(table_id)
             entry = self._require_lance_table(path, name)
-            schema = self._dataset_schema(entry.location)
+            schema = self._table_schema(path, entry)
             if schema is None:
                 raise TableNotFoundError(
                     f"Table {describe((*path, name))} has no Lance dataset at {entry.location!r}"
@@ -463,7 +485,7 @@ class CatalogNamespace(LanceNamespace):
 
     def _has_data(self, path: Path, name: str) -> bool:
         entry = self._catalog_get_table(path, name)
-        return entry is not None and self._dataset_schema(entry.location) is not None
+        return entry is not None and self._has_committed_data(path, entry)
 
     def declare_table(self, request: Any = None) -> DeclareTableResponse:
         raw_id = _raw_id(request)
@@ -538,7 +560,11 @@ class CatalogNamespace(LanceNamespace):
             entry = self._require_lance_table(path, name)
             location = tables.check_location(entry.location, f"Table {describe((*path, name))}")
             only_declared: bool | None = None
-            if req.check_declared or ("://" not in location and not entry.has_columns):
+            if self._managed_versioning(entry):
+                # The catalog knows; opening the dataset would come back through describe.
+                if req.check_declared:
+                    only_declared = versions.current_version(entry.parameters) == 0
+            elif req.check_declared or ("://" not in location and not entry.has_columns):
                 schema = self._dataset_schema(location)
                 if req.check_declared:
                     only_declared = schema is None
@@ -619,13 +645,24 @@ class CatalogNamespace(LanceNamespace):
             entry = self._require_lance_table(path, name)
             # The entry goes first: if deleting data then fails, the data can be registered
             # again; the other order could leave a catalog entry pointing at nothing.
+            has_data = entry.location is not None and self._has_committed_data(path, entry)
             self._catalog_delete_table(path, name)
-            if entry.location and self._dataset_schema(entry.location) is not None:
+            if has_data:
                 import lance
 
-                lance.LanceDataset.drop(
-                    entry.location, self.storage_options or None, ignore_not_found=True
-                )
+                try:
+                    lance.LanceDataset.drop(
+                        tables.plain_location(entry.location),
+                        self.storage_options or None,
+                        ignore_not_found=True,
+                    )
+                except ValueError as error:  # Lance refuses roots it cannot read as datasets
+                    logger.warning(
+                        "catalog entry of %s dropped, data left at %s: %s",
+                        describe((*path, name)),
+                        entry.location,
+                        error,
+                    )
             return DropTableResponse(
                 id=[*path, name], location=entry.location, properties=dict(entry.parameters)
             )

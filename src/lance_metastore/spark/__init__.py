@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .reader import DEFAULT_PARTITIONS
 from .source import LanceDataSource
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "LanceDataSource", "register"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "LanceDataSource", "register", "use_in_this_thread"]
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -32,4 +33,35 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
     """
     if filter_pushdown:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-    spark.dataSource.register(LanceDataSource)
+    # Reads plan about one partition per core: record this session's parallelism on a
+    # subclass, which Spark pickles by value along with the attribute.
+    source = type(
+        "_SessionLanceDataSource",
+        (LanceDataSource,),
+        {"default_partitions": _parallelism(spark), "__module__": __name__},
+    )
+    spark.dataSource.register(source)
+    use_in_this_thread(spark)
+
+
+def use_in_this_thread(spark: Any) -> None:
+    """Make ``spark`` the active session of the calling thread.
+
+    Spark finds Python data sources through the JVM thread's active session; a driver thread
+    that did not create the session has none, and ``format("lance")`` then fails with
+    DATA_SOURCE_NOT_FOUND. Call this at the start of each thread that runs jobs.
+    """
+    jvm = getattr(spark, "_jvm", None)
+    session = getattr(spark, "_jsparkSession", None)
+    if jvm is not None and session is not None:  # classic Spark (not Spark Connect)
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)
+
+
+def _parallelism(spark: Any) -> int:
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # Spark Connect has no SparkContext
+        try:
+            return max(1, int(spark.conf.get("spark.default.parallelism")))
+        except Exception:
+            return DEFAULT_PARTITIONS

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
+from pyspark.sql.datasource import (  # pyspark 4.1+, imported only where pushdown exists
     EqualNullSafe,
     EqualTo,
     Filter,

@@ -6,7 +6,14 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWrite
 from pyspark.sql.types import StructType
 
 from .options import bool_option, parse_target
-from .reader import FilteringLanceReader, LanceReader, Snapshot, resolve_snapshot
+from .reader import (
+    DEFAULT_PARTITIONS,
+    FilteringLanceReader,
+    LanceReader,
+    Snapshot,
+    pushdown_supported,
+    resolve_snapshot,
+)
 from .reader import select_columns as _select_columns
 from .types import spark_schema
 from .writer import LanceWriter, plan_write
@@ -16,9 +23,13 @@ class LanceDataSource(DataSource):
     """Lance tables by catalog name (option ``impl``) or by dataset URI.
 
     See docs/spark.md for the options. The table is resolved (catalog, then dataset version)
-    when Spark asks for the schema and again when it plans each read: a temporary view keeps
-    this instance for its lifetime, and must see the writes made since it was created.
+    when Spark asks for the schema and again whenever it plans a read: a temporary view keeps
+    this instance for its lifetime, and every read Spark plans again for it (a new set of
+    pushed filters, say) must see the writes made since the view was created.
     """
+
+    # Spark's default parallelism, set on the class that register() makes for a session.
+    default_partitions: int = DEFAULT_PARTITIONS
 
     @classmethod
     def name(cls) -> str:
@@ -33,9 +44,9 @@ class LanceDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         snapshot = self._resolve()
-        if bool_option(self.options, "pushdown", True):
-            return FilteringLanceReader(snapshot, schema, self.options)
-        return LanceReader(snapshot, schema, self.options)
+        pushdown = bool_option(self.options, "pushdown", True) and pushdown_supported()
+        cls = FilteringLanceReader if pushdown else LanceReader
+        return cls(snapshot, schema, self.options, self.default_partitions)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return LanceWriter(plan_write(self.options, schema, overwrite))
