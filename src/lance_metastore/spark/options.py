@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import boolean, positive_int
+
 STORAGE_PREFIX = "storage."
 
 # The data source's own options; all others go to the namespace.
@@ -167,21 +169,16 @@ def int_option(options: Mapping[str, str], name: str, default: int | None) -> in
     if raw is None or str(raw).strip() == "":
         return default
     try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise OptionError(f"Option {name!r} must be a whole number, got {raw!r}") from None
-    if value <= 0:
-        raise OptionError(f"Option {name!r} must be greater than 0, got {value}")
-    return value
+        return positive_int(raw)
+    except ValueError as error:  # the namespaces' own rule, so both say the same thing
+        raise OptionError(f"Option {name!r} {error}") from None
 
 
 def bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     raw = options.get(name)
     if raw is None or str(raw).strip() == "":
         return default
-    text = str(raw).strip().lower()
-    if text in ("true", "1", "yes", "on"):
-        return True
-    if text in ("false", "0", "no", "off"):
-        return False
-    raise OptionError(f"Option {name!r} must be true or false, got {raw!r}")
+    try:
+        return boolean(raw)
+    except ValueError as error:
+        raise OptionError(f"Option {name!r} {error}") from None
