@@ -30,6 +30,7 @@ import pyarrow as pa
 import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+from support.harness import foreign_hive_table
 from support.hms3_emulator import Hms3Emulator
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
@@ -80,22 +81,7 @@ def dead_port() -> int:
 
 
 def foreign_table(db: str, name: str, location: str, table_type: str, catalog=None):
-    """A table made with the raw client: ``table_type`` parameter as given."""
-    return ttypes.Table(
-        tableName=name,
-        dbName=db,
-        owner="someone",
-        sd=ttypes.StorageDescriptor(
-            cols=[ttypes.FieldSchema("x", "int", None)],
-            location=location,
-            serdeInfo=ttypes.SerDeInfo(name=name, parameters={}),
-            parameters={},
-        ),
-        partitionKeys=[],
-        parameters={"table_type": table_type, "EXTERNAL": "TRUE"},
-        tableType="EXTERNAL_TABLE",
-        catName=catalog,
-    )
+    return foreign_hive_table(db, name, location, table_type, catalog, owner="someone")
 
 
 class _CountingClient:

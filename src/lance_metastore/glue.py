@@ -571,8 +571,11 @@ class GlueNamespace(CatalogNamespace):
         found = self._kind(path)
         if found is None:
             return None
-        if found[0] == "database":  # created in between: look again
-            return self._catalog_namespace_is_empty(path)
+        if found[0] == "database":  # created between the two calls: ask its tables once more
+            again = self._call(
+                "get_tables", DatabaseName=path[-1], MaxResults=1, **self._ids(path[:-1])
+            )
+            return again is None or not again.get("TableList")
         databases = self._database_names(path, limit=1) or []
         catalogs = self._child_catalog_names(path) or []
         return not databases and not catalogs

@@ -172,23 +172,8 @@ class HiveHarness(Harness):
                 client.drop_table("default", table, False)
 
     def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
-        from pymetastore.hive_metastore import ttypes
-
-        table = ttypes.Table(
-            tableName=name,
-            dbName=db[-1],
-            sd=ttypes.StorageDescriptor(
-                cols=[ttypes.FieldSchema("x", "int", None)],
-                location=location,
-                serdeInfo=ttypes.SerDeInfo(name=name, parameters={}),
-                parameters={},
-            ),
-            partitionKeys=[],
-            parameters={"table_type": "ICEBERG", "EXTERNAL": "TRUE"},
-            tableType="EXTERNAL_TABLE",
-        )
         with self._client() as client:
-            client.create_table(table)
+            client.create_table(foreign_hive_table(db[-1], name, location))
 
     def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
         with self._client() as client:
@@ -198,3 +183,31 @@ class HiveHarness(Harness):
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
         with self._client() as client:
             return dict(client.get_table(db[-1], name).parameters or {})
+
+
+def foreign_hive_table(
+    db: str,
+    name: str,
+    location: str,
+    table_type: str = "ICEBERG",
+    catalog: str | None = None,
+    owner: str | None = None,
+) -> Any:
+    """A Hive table made with the raw Thrift types, its ``table_type`` parameter as given."""
+    from pymetastore.hive_metastore import ttypes
+
+    return ttypes.Table(
+        tableName=name,
+        dbName=db,
+        owner=owner,
+        sd=ttypes.StorageDescriptor(
+            cols=[ttypes.FieldSchema("x", "int", None)],
+            location=location,
+            serdeInfo=ttypes.SerDeInfo(name=name, parameters={}),
+            parameters={},
+        ),
+        partitionKeys=[],
+        parameters={"table_type": table_type, "EXTERNAL": "TRUE"},
+        tableType="EXTERNAL_TABLE",
+        catName=catalog,
+    )
