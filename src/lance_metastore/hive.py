@@ -43,6 +43,7 @@ from ._hms_pool import ConnectionPool, parse_uris
 from .base import CatalogNamespace
 from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
 from .identifiers import NameRules, Path, describe
+from .retries import Backoff
 from .schema import CatalogColumn
 from .tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
 
@@ -70,6 +71,11 @@ OWNER_TYPE_NAMES = {number: name for name, number in OWNER_TYPES.items()}
 
 # Thrift's generic layer raises these when the connection itself failed.
 TRANSPORT_ERRORS = (TTransportException, TProtocolException, OSError, EOFError)
+
+# Waits before retrying a call whose connection dropped (0.05-0.1 s, then 0.1-0.2 s, ...), and
+# between polls of a lock another writer holds (the lock wait is bounded by its own timeout).
+RECONNECT_BACKOFF = Backoff(base=0.1, cap=2.0)
+LOCK_WAIT_BACKOFF = Backoff(base=0.005, cap=0.25)
 
 PROPERTIES: tuple[Property, ...] = (
     Property("uri", "thrift://host:port of the metastore; a comma list fails over", non_empty),
@@ -147,7 +153,7 @@ class _HiveNamespace(CatalogNamespace):
             except TRANSPORT_ERRORS:
                 if attempt + 1 >= attempts:
                     raise
-                time.sleep(min(2.0, 0.1 * 2**attempt))
+                time.sleep(RECONNECT_BACKOFF.delay(attempt))
                 logger.info("retrying %s after a dropped metastore connection", method)
         raise AssertionError("unreachable")
 
@@ -466,7 +472,7 @@ class _HiveNamespace(CatalogNamespace):
                 f"Could not lock table {describe((*path, name))}: {error.message}; retry"
             ) from None
         deadline = time.monotonic() + self._settings["client.lock-timeout-sec"]
-        delay = 0.005
+        attempt = 0
         while response.state == ttypes.LockState.WAITING:
             if time.monotonic() > deadline:
                 self._unlock(response.lockid)
@@ -474,8 +480,8 @@ class _HiveNamespace(CatalogNamespace):
                     f"Table {describe((*path, name))} stayed locked by another writer for "
                     f"{self._settings['client.lock-timeout-sec']} s"
                 )
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+            time.sleep(LOCK_WAIT_BACKOFF.delay(attempt))
+            attempt += 1
             response = self._call("check_lock", ttypes.CheckLockRequest(lockid=response.lockid))
         if response.state != ttypes.LockState.ACQUIRED:
             self._unlock(response.lockid)

@@ -1,0 +1,275 @@
+"""Faults survived: metastores dying in the middle of a run, and bounded, jittered retries.
+
+- A Hive Metastore dies while four threads share one namespace object: first the server the
+  client prefers (the namespace fails over to the second ``uri``), then the last one (SIGKILL;
+  calls answer ServiceUnavailable, quickly) until it is started again on the same data. Nothing
+  that was registered is lost, nothing half-written becomes visible, the same object recovers.
+- Calls whose connection drops are retried a bounded number of times, with jittered backoff,
+  then answer ServiceUnavailable.
+
+Glue's faults (throttling, 5xx, timeouts injected by the emulator) are proven in test_glue.py,
+a Spark write failing half-way in test_spark.py; the README's reliability table lists them all.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from support.connections import our_connections_to
+from support.tcp_front import TcpFront
+
+from lance_metastore import Hive2Namespace
+from lance_metastore.hms_local import thrift_client
+from lance_metastore.retries import Backoff
+
+DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+WORKERS = 4
+
+
+def unique(prefix: str = "db") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    finished: float  # time.monotonic()
+    operation: str
+    table: str
+    error: BaseException | None
+
+
+# ---------------------------------------------------------------------------------------------
+# The TCP front (test support) itself
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tcp_front_forwards_then_dies_like_a_server(hive_metastore_uri):
+    port = int(hive_metastore_uri.rsplit(":", 1)[1])
+    with TcpFront("127.0.0.1", port) as front:
+        with thrift_client("127.0.0.1", front.port) as client:
+            assert "default" in client.get_all_databases()
+            assert front.open_connections() == 1
+            front.kill()
+            with pytest.raises((OSError, EOFError, Exception)):
+                client.get_all_databases()
+        with pytest.raises(OSError), socket.create_connection(("127.0.0.1", front.port), 2):
+            pass
+        front.start()  # the same port again
+        with thrift_client("127.0.0.1", front.port) as client:
+            assert "default" in client.get_all_databases()
+
+
+# ---------------------------------------------------------------------------------------------
+# A metastore dies in the middle of a run
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A metastore of this module alone: it is killed and restarted."""
+    import os
+
+    if os.environ.get("LANCE_METASTORE_TEST_HMS_URI"):
+        pytest.skip("kills a local metastore; an external one is configured")
+    from lance_metastore.hms_local import LocalMetastore
+
+    metastore = LocalMetastore(tmp_path_factory.mktemp("hms_faults"))
+    metastore.start()
+    try:
+        yield metastore
+    finally:
+        metastore.stop()
+
+
+def run_workers(
+    ns: Hive2Namespace, db: str, datasets: Path, stop: threading.Event
+) -> tuple[list[Outcome], list[threading.Thread]]:
+    """Threads that register tables (declared, or written with pylance first) and read them."""
+    outcomes: list[Outcome] = []
+    lock = threading.Lock()
+
+    def steps(table: str, index: int) -> list[tuple[str, Callable[[], object]]]:
+        table_id = {"id": [db, table]}
+        if index % 3 == 2:
+            location = str(datasets / f"{table}.lance")
+            lance.write_dataset(DATA, location)
+            register = ("register", lambda: ns.register_table({**table_id, "location": location}))
+        else:
+            register = ("declare", lambda: ns.declare_table(table_id))
+        return [
+            register,
+            ("describe", lambda: ns.describe_table(table_id)),
+            ("exists", lambda: ns.table_exists(table_id)),
+            ("list", lambda: ns.list_tables({"id": [db], "limit": 5})),
+        ]
+
+    def work(worker: int) -> None:
+        index = 0
+        while not stop.is_set():
+            table = f"t_{worker}_{index}"
+            for operation, call in steps(table, index):
+                error: BaseException | None = None
+                try:
+                    call()
+                except BaseException as caught:  # recorded, judged by the test
+                    error = caught
+                with lock:
+                    outcomes.append(Outcome(time.monotonic(), operation, table, error))
+                if error is not None:
+                    time.sleep(0.05)
+                    break
+            index += 1
+
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(WORKERS)]
+    for thread in threads:
+        thread.start()
+    return outcomes, threads
+
+
+def test_metastore_dies_mid_run_fails_over_then_recovers(spare_metastore, tmp_path):
+    if not spare_metastore.is_running():
+        spare_metastore.start()
+    front = TcpFront("127.0.0.1", spare_metastore.port)
+    front.start()
+    settings = {"client.pool-size": str(WORKERS), "client.socket-timeout-sec": "20"}
+    ns = Hive2Namespace(uri=f"{front.uri},{spare_metastore.uri}", root=str(tmp_path), **settings)
+    db = unique()
+    ns.create_namespace({"id": [db]})
+    stop = threading.Event()
+    outcomes, threads = run_workers(ns, db, tmp_path / "datasets", stop)
+    try:
+        time.sleep(2)
+        front_killed = time.monotonic()
+        front.kill()  # the preferred metastore dies: fail over to the second URI
+        time.sleep(2)
+        metastore_killed = time.monotonic()
+        spare_metastore.kill()  # SIGKILL: no metastore left
+        time.sleep(1.5)
+        spare_metastore.start()  # the same data, the same port
+        restarted = time.monotonic()
+        time.sleep(2)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker hung"
+
+    def window(start: float, end: float) -> list[Outcome]:
+        return [o for o in outcomes if start <= o.finished < end]
+
+    # Only lance_namespace errors, and only ServiceUnavailable.
+    errors = [o for o in outcomes if o.error is not None]
+    strays = [o for o in errors if not isinstance(o.error, LanceNamespaceError)]
+    assert not strays, strays[:3]
+    assert {o.error.code for o in errors} <= {ErrorCode.SERVICE_UNAVAILABLE}
+
+    # Before the first fault: no error.
+    assert not [o for o in window(0, front_killed) if o.error]
+    # Fail-over: calls that are safe to repeat carry on through the second URI; at most the
+    # registration each worker had in flight when its server died fails.
+    fail_over = window(front_killed, metastore_killed)
+    failed = [o for o in fail_over if o.error]
+    assert len(failed) <= WORKERS, failed
+    assert all(o.operation in ("declare", "register") for o in failed), failed
+    assert len([o for o in fail_over if o.error is None]) > 10
+    # No metastore at all: ServiceUnavailable, and quickly (no call waits its socket timeout).
+    outage = window(metastore_killed + 0.5, restarted)
+    assert outage and all(o.error for o in outage if o.finished < restarted - 0.5)
+    # Back: the same object works again, with no error.
+    after = window(restarted + 0.5, float("inf"))
+    assert [o for o in after if o.error] == []
+    assert len(after) > 10
+
+    # Nothing registered is lost: every registration that succeeded is listed and readable;
+    # one that failed (the reply may have been lost with the server) is absent or complete.
+    registered = {o.table for o in outcomes if o.operation in ("declare", "register")}
+    landed = {o.table for o in outcomes if o.operation in ("declare", "register") and not o.error}
+    listed = set(ns.list_tables({"id": [db]}).tables)
+    assert landed <= listed
+    assert listed <= registered
+    for table in listed:
+        described = ns.describe_table({"id": [db, table]})
+        assert described.location.endswith(f"{table}.lance")
+        index = int(table.rsplit("_", 1)[1])
+        if index % 3 == 2:
+            assert lance.dataset(described.location).count_rows() == len(DATA)
+
+    # One pool, no leak: nothing is left on the dead front, at most the pool size elsewhere.
+    assert 1 <= ns.pool.open_connections <= WORKERS
+    assert our_connections_to(front.port) in (0, None)
+    ns.close()
+    assert ns.pool.open_connections == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Retries: bounded, with jittered backoff, then the right code
+# ---------------------------------------------------------------------------------------------
+
+
+class DroppingServer:
+    """Accepts every connection and resets it at once; records when each one arrived."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.arrivals: list[float] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                connection, _ = self._listener.accept()
+            except OSError:
+                return
+            self.arrivals.append(time.monotonic())
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            connection.close()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def test_dropped_connections_are_retried_with_backoff_then_reported():
+    server = DroppingServer()
+    try:
+        ns = Hive2Namespace(uri=f"thrift://127.0.0.1:{server.port}", **{"client.retries": "3"})
+        started = time.monotonic()
+        with pytest.raises(LanceNamespaceError) as caught:
+            ns.describe_namespace({"id": ["sales"]})
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+    assert caught.value.code == ErrorCode.SERVICE_UNAVAILABLE
+    assert "'sales'" in str(caught.value)
+    # 1 attempt + 3 retries, each waiting between half and all of its exponential step.
+    assert len(server.arrivals) == 4
+    backoff = Backoff(base=0.1, cap=2.0)
+    gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
+    for attempt, gap in enumerate(gaps):
+        assert backoff.step(attempt) / 2 - 0.01 <= gap <= backoff.step(attempt) + 0.5, gaps
+    assert elapsed <= backoff.total_cap(3) + 1.0
+    assert ns.pool.open_connections == 0
+
+
+def test_backoff_is_exponential_capped_and_jittered():
+    backoff = Backoff(base=0.1, cap=2.0, rng=random.Random(7))
+    assert [backoff.step(n) for n in range(7)] == [0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0]
+    assert backoff.step(10_000) == 2.0  # no overflow for long waits
+    delays = [backoff.delay(3) for _ in range(200)]
+    assert all(0.4 <= delay <= 0.8 for delay in delays)
+    assert len({round(delay, 6) for delay in delays}) > 150  # spread, not one value
+    assert min(delays) < 0.45 and max(delays) > 0.75
+    assert backoff.total_cap(3) == pytest.approx(0.7)
