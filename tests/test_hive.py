@@ -30,6 +30,7 @@ import pyarrow as pa
 import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+from support.connections import our_connections_to, port_of
 from support.harness import foreign_hive_table
 from support.hms3_emulator import Hms3Emulator
 from thrift.protocol import TBinaryProtocol
@@ -68,10 +69,6 @@ class RawClient:
 
     def __exit__(self, *exc: object) -> None:
         self._transport.close()
-
-
-def port_of(uri: str) -> int:
-    return int(urlparse(uri.split(",")[0].strip()).port)
 
 
 def dead_port() -> int:
@@ -118,30 +115,6 @@ def thrift_calls(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
     monkeypatch.setattr(_hms_pool, "Connection", CountingConnection)
     return SimpleNamespace(counts=counts, created=created)
-
-
-def our_connections_to(port: int) -> int | None:
-    """ESTABLISHED TCP connections from this process to ``port`` (None without procfs)."""
-    if not os.path.isdir("/proc/self/fd"):
-        return None
-    inodes = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            target = os.readlink(f"/proc/self/fd/{fd}")
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:[") : -1])
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            remote, state, inode = fields[2], fields[3], fields[9]
-            if state == "01" and int(remote.rsplit(":", 1)[1], 16) == port and inode in inodes:
-                count += 1
-    return count
 
 
 # =============================================================================================
