@@ -4,11 +4,14 @@
   client prefers (the namespace fails over to the second ``uri``), then the last one (SIGKILL;
   calls answer ServiceUnavailable, quickly) until it is started again on the same data. Nothing
   that was registered is lost, nothing half-written becomes visible, the same object recovers.
+- Glue answers throttling, 5xx and slow reads while four threads share one namespace: every
+  single fault is retried away; an outage answers ServiceUnavailable once the bounded retry
+  budget is spent; afterwards the same object carries on, and nothing registered is lost.
 - Calls whose connection drops are retried a bounded number of times, with jittered backoff,
   then answer ServiceUnavailable.
 
-Glue's faults (throttling, 5xx, timeouts injected by the emulator) are proven in test_glue.py,
-a Spark write failing half-way in test_spark.py; the README's reliability table lists them all.
+Each Glue error code under an injected fault is proven in test_glue.py, a Spark write failing
+half-way in test_spark.py; the README's reliability table lists them all.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import pyarrow as pa
 import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.connections import our_connections_to
+from support.glue_emulator import glue_endpoint_from_env
 from support.tcp_front import TcpFront
 
 from lance_metastore import Hive2Namespace
@@ -95,14 +99,14 @@ def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def run_workers(
-    ns: Hive2Namespace, db: str, datasets: Path, stop: threading.Event
+    ns: Any, db: list[str], datasets: Path, stop: threading.Event
 ) -> tuple[list[Outcome], list[threading.Thread]]:
     """Threads that register tables (declared, or written with pylance first) and read them."""
     outcomes: list[Outcome] = []
     lock = threading.Lock()
 
     def steps(table: str, index: int) -> list[tuple[str, Callable[[], object]]]:
-        table_id = {"id": [db, table]}
+        table_id = {"id": [*db, table]}
         if index % 3 == 2:
             location = str(datasets / f"{table}.lance")
             lance.write_dataset(DATA, location)
@@ -113,7 +117,7 @@ def run_workers(
             register,
             ("describe", lambda: ns.describe_table(table_id)),
             ("exists", lambda: ns.table_exists(table_id)),
-            ("list", lambda: ns.list_tables({"id": [db], "limit": 5})),
+            ("list", lambda: ns.list_tables({"id": db, "limit": 5})),
         ]
 
     def work(worker: int) -> None:
@@ -139,6 +143,32 @@ def run_workers(
     return outcomes, threads
 
 
+def assert_nothing_lost(ns: Any, db: list[str], outcomes: list[Outcome]) -> None:
+    """Every registration that succeeded is listed and readable; one that failed (its reply may
+    have been lost with the server) is absent or complete; nothing else appeared."""
+    registering = [o for o in outcomes if o.operation in ("declare", "register")]
+    landed = {o.table for o in registering if o.error is None}
+    listed = set(ns.list_tables({"id": db}).tables)
+    assert landed <= listed
+    assert listed <= {o.table for o in registering}
+    for table in listed:
+        described = ns.describe_table({"id": [*db, table]})
+        assert described.location.endswith(f"{table}.lance")
+        if int(table.rsplit("_", 1)[1]) % 3 == 2:
+            assert lance.dataset(described.location).count_rows() == len(DATA)
+
+
+def window(outcomes: list[Outcome], start: float, end: float) -> list[Outcome]:
+    return [o for o in outcomes if start <= o.finished < end]
+
+
+def assert_only_namespace_errors(outcomes: list[Outcome], codes: set[ErrorCode]) -> None:
+    errors = [o for o in outcomes if o.error is not None]
+    strays = [o for o in errors if not isinstance(o.error, LanceNamespaceError)]
+    assert not strays, strays[:3]
+    assert {o.error.code for o in errors} <= codes, errors[:3]
+
+
 def test_metastore_dies_mid_run_fails_over_then_recovers(spare_metastore, tmp_path):
     if not spare_metastore.is_running():
         spare_metastore.start()
@@ -149,7 +179,7 @@ def test_metastore_dies_mid_run_fails_over_then_recovers(spare_metastore, tmp_pa
     db = unique()
     ns.create_namespace({"id": [db]})
     stop = threading.Event()
-    outcomes, threads = run_workers(ns, db, tmp_path / "datasets", stop)
+    outcomes, threads = run_workers(ns, [db], tmp_path / "datasets", stop)
     try:
         time.sleep(2)
         front_killed = time.monotonic()
@@ -167,51 +197,88 @@ def test_metastore_dies_mid_run_fails_over_then_recovers(spare_metastore, tmp_pa
             thread.join(timeout=60)
     assert not any(thread.is_alive() for thread in threads), "a worker hung"
 
-    def window(start: float, end: float) -> list[Outcome]:
-        return [o for o in outcomes if start <= o.finished < end]
-
-    # Only lance_namespace errors, and only ServiceUnavailable.
-    errors = [o for o in outcomes if o.error is not None]
-    strays = [o for o in errors if not isinstance(o.error, LanceNamespaceError)]
-    assert not strays, strays[:3]
-    assert {o.error.code for o in errors} <= {ErrorCode.SERVICE_UNAVAILABLE}
+    assert_only_namespace_errors(outcomes, {ErrorCode.SERVICE_UNAVAILABLE})
 
     # Before the first fault: no error.
-    assert not [o for o in window(0, front_killed) if o.error]
+    assert not [o for o in window(outcomes, 0, front_killed) if o.error]
     # Fail-over: calls that are safe to repeat carry on through the second URI; at most the
     # registration each worker had in flight when its server died fails.
-    fail_over = window(front_killed, metastore_killed)
+    fail_over = window(outcomes, front_killed, metastore_killed)
     failed = [o for o in fail_over if o.error]
     assert len(failed) <= WORKERS, failed
     assert all(o.operation in ("declare", "register") for o in failed), failed
     assert len([o for o in fail_over if o.error is None]) > 10
     # No metastore at all: ServiceUnavailable, and quickly (no call waits its socket timeout).
-    outage = window(metastore_killed + 0.5, restarted)
+    outage = window(outcomes, metastore_killed + 0.5, restarted)
     assert outage and all(o.error for o in outage if o.finished < restarted - 0.5)
     # Back: the same object works again, with no error.
-    after = window(restarted + 0.5, float("inf"))
+    after = window(outcomes, restarted + 0.5, float("inf"))
     assert [o for o in after if o.error] == []
     assert len(after) > 10
 
-    # Nothing registered is lost: every registration that succeeded is listed and readable;
-    # one that failed (the reply may have been lost with the server) is absent or complete.
-    registered = {o.table for o in outcomes if o.operation in ("declare", "register")}
-    landed = {o.table for o in outcomes if o.operation in ("declare", "register") and not o.error}
-    listed = set(ns.list_tables({"id": [db]}).tables)
-    assert landed <= listed
-    assert listed <= registered
-    for table in listed:
-        described = ns.describe_table({"id": [db, table]})
-        assert described.location.endswith(f"{table}.lance")
-        index = int(table.rsplit("_", 1)[1])
-        if index % 3 == 2:
-            assert lance.dataset(described.location).count_rows() == len(DATA)
+    assert_nothing_lost(ns, [db], outcomes)
 
     # One pool, no leak: nothing is left on the dead front, at most the pool size elsewhere.
     assert 1 <= ns.pool.open_connections <= WORKERS
     assert our_connections_to(front.port) in (0, None)
     ns.close()
     assert ns.pool.open_connections == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Glue answers throttling, 5xx and slowly in the middle of a run, then not at all
+# ---------------------------------------------------------------------------------------------
+
+TRANSIENT_FAULTS = [
+    ("ThrottlingException", 400),
+    ("InternalServiceException", 500),
+    ("ServiceUnavailableException", 503),
+]
+READS = ["GetTable", "GetTables", "GetDatabase"]
+
+
+@pytest.mark.skipif(glue_endpoint_from_env() is not None, reason="injects faults in the emulator")
+def test_glue_faults_mid_run_are_retried_then_reported(glue, tmp_path):
+    # A bounded budget: 3 retries (botocore's standard mode: full-jitter exponential backoff,
+    # at most 1 + 2 + 4 s) and a 2 s read timeout per attempt.
+    ns = glue.connect(max_retries="3", read_timeout_sec="2")
+    budget = 7 + 4 * 2 + 2
+    db = ["sales"]
+    ns.create_namespace({"id": db})
+    stop = threading.Event()
+    outcomes, threads = run_workers(ns, db, tmp_path / "datasets", stop)
+    emulator = glue.emulator
+    try:
+        time.sleep(1.5)
+        flaky = time.monotonic()
+        for round_ in range(12):  # one fault at a time: every one of them is retried away
+            error_code, status = TRANSIENT_FAULTS[round_ % 3]
+            emulator.inject_fault("*", error_code, status, times=1)
+            if round_ % 4 == 3:  # a read held past the read timeout: retried too
+                emulator.inject_delay(READS[round_ % 3], 2.5, times=1)
+            time.sleep(0.25)
+        outage = time.monotonic()
+        emulator.inject_fault("*", "ServiceUnavailableException", 503, times=10**6)
+        time.sleep(3)
+        emulator.clear_faults()
+        back = time.monotonic()
+        time.sleep(budget + 2)
+    finally:
+        stop.set()
+        emulator.clear_faults()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a worker hung"
+
+    assert_only_namespace_errors(outcomes, {ErrorCode.SERVICE_UNAVAILABLE})
+    assert not [o for o in window(outcomes, 0, outage) if o.error], "a transient fault escaped"
+    assert len(window(outcomes, flaky, outage)) > 10
+    failed = [o for o in window(outcomes, outage, back + budget) if o.error]
+    assert failed, "the outage was not noticed"
+    after = window(outcomes, back + budget, float("inf"))
+    assert after and not [o for o in after if o.error]
+    assert_nothing_lost(ns, db, outcomes)
+    ns.close()
 
 
 # ---------------------------------------------------------------------------------------------
