@@ -281,6 +281,49 @@ def test_glue_faults_mid_run_are_retried_then_reported(glue, tmp_path):
     ns.close()
 
 
+@pytest.mark.skipif(glue_endpoint_from_env() is not None, reason="injects faults in the emulator")
+def test_glue_changes_whose_reply_was_lost_are_not_reported_as_failures(glue, tmp_path):
+    """The server applies a change, then answers 500 (or the reply is lost): botocore retries,
+    and the retry meets the change itself. That is a success, not "already exists" or a
+    conflict; for a commit, a conflict would make Lance write the same rows again."""
+    emulator = glue.emulator
+    raw = emulator.client("glue")
+    ns = glue.connect(max_retries="2", managed_by="impl")
+
+    emulator.inject_fault("CreateDatabase", "InternalServiceException", 500, after_apply=True)
+    ns.create_namespace({"id": ["sales"], "properties": {"team": "a"}})
+    assert raw.get_database(Name="sales")["Database"]["Parameters"]["team"] == "a"
+    with pytest.raises(LanceNamespaceError) as caught:  # a real duplicate is still refused
+        ns.create_namespace({"id": ["sales"]})
+    assert caught.value.code == ErrorCode.NAMESPACE_ALREADY_EXISTS
+
+    emulator.inject_fault("CreateTable", "InternalServiceException", 500, after_apply=True)
+    ns.declare_table({"id": ["sales", "orders"]})
+    assert ns.list_tables({"id": ["sales"]}).tables == ["orders"]
+    with pytest.raises(LanceNamespaceError) as caught:
+        ns.declare_table({"id": ["sales", "orders"]})
+    assert caught.value.code == ErrorCode.TABLE_ALREADY_EXISTS
+
+    table_id = ["sales", "events"]
+    lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
+    emulator.inject_fault("UpdateTable", "InternalServiceException", 500, after_apply=True)
+    lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * len(DATA)
+    versions = ns.list_table_versions({"id": table_id}).versions
+    assert [v.version for v in versions] == [1, 2]
+
+    # The same through the API: the commit took effect, so it answers success, not 14.
+    location = ns.describe_table({"id": table_id}).location
+    manifest = f"{location}/_versions/3.manifest-staged"
+    emulator.inject_fault("UpdateTable", "InternalServiceException", 500, after_apply=True)
+    ns.create_table_version({"id": table_id, "version": 3, "manifest_path": manifest})
+    assert ns.describe_table({"id": table_id}).properties["version"] == "3"
+    with pytest.raises(LanceNamespaceError) as caught:  # a real conflict is still one
+        ns.create_table_version({"id": table_id, "version": 3, "manifest_path": manifest})
+    assert caught.value.code == ErrorCode.CONCURRENT_MODIFICATION
+    emulator.clear_faults()
+
+
 # ---------------------------------------------------------------------------------------------
 # Retries: bounded, with jittered backoff, then the right code
 # ---------------------------------------------------------------------------------------------

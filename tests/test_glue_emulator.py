@@ -566,6 +566,19 @@ def test_injected_faults_count_down_and_match_actions(
     assert code == "AccessDeniedException"
 
 
+def test_fault_after_apply_changes_the_catalog_then_fails(
+    emulator: GlueEmulator, glue_api: Any
+) -> None:
+    emulator.inject_fault("CreateDatabase", "InternalServiceException", 500, after_apply=True)
+    assert error_of(lambda: glue_api.create_database(DatabaseInput={"Name": "landed"})) == (
+        "InternalServiceException",
+        500,
+    )
+    assert glue_api.get_database(Name="landed")["Database"]["Name"] == "landed"
+    code, _ = error_of(lambda: glue_api.create_database(DatabaseInput={"Name": "landed"}))
+    assert code == "AlreadyExistsException"  # what a retry of the lost reply meets
+
+
 def test_retrying_client_recovers_from_a_throttle(
     emulator: GlueEmulator, target: GlueTarget
 ) -> None:

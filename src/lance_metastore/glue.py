@@ -36,6 +36,7 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
+from . import versions
 from .base import CatalogNamespace
 from .config import (
     MANAGED_BY,
@@ -142,6 +143,15 @@ def _error_code(error: BaseException) -> str | None:
     if isinstance(response, dict):
         return response.get("Error", {}).get("Code")
     return None
+
+
+def _retried(error: BaseException) -> bool:
+    """Whether botocore sent the call more than once: an earlier attempt may have taken effect
+    although its reply was lost (a 5xx after the change, a read timeout)."""
+    response = getattr(error, "response", None)
+    if not isinstance(response, dict):
+        return False
+    return int(response.get("ResponseMetadata", {}).get("RetryAttempts") or 0) > 0
 
 
 def _is_endpoint_url(url: str) -> bool:
@@ -504,6 +514,11 @@ class GlueNamespace(CatalogNamespace):
         except Exception as error:
             code = _error_code(error)
             if code == "AlreadyExistsException":
+                if _retried(error) and self._database_matches(path, fields, parameters):
+                    logger.info(
+                        "creation of %s took effect before its reply was lost", describe(path)
+                    )
+                    return
                 raise NamespaceAlreadyExistsError(
                     f"Namespace {describe(path)} already exists"
                 ) from None
@@ -512,6 +527,16 @@ class GlueNamespace(CatalogNamespace):
                     f"Parent catalog {describe(path[:-1])} of {describe(path)} does not exist"
                 ) from None
             raise
+
+    def _database_matches(
+        self, path: Path, fields: Mapping[str, str], parameters: Mapping[str, str]
+    ) -> bool:
+        database = self._get_database(path)
+        return (
+            database is not None
+            and dict(database.get("Parameters") or {}) == dict(parameters)
+            and all(database.get(key) == value for key, value in fields.items())
+        )
 
     def _create_catalog(
         self, path: Path, fields: dict[str, str], parameters: dict[str, str]
@@ -674,15 +699,20 @@ class GlueNamespace(CatalogNamespace):
     def _catalog_create_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> None:
+        table_input = self._table_input(entry, columns)
         try:
             self.glue.create_table(
-                DatabaseName=path[-1],
-                TableInput=self._table_input(entry, columns),
-                **self._ids(path[:-1]),
+                DatabaseName=path[-1], TableInput=table_input, **self._ids(path[:-1])
             )
         except Exception as error:
             code = _error_code(error)
             if code == "AlreadyExistsException":
+                if _retried(error) and self._table_matches(path, table_input):
+                    logger.info(
+                        "creation of %s took effect before its reply was lost",
+                        describe((*path, table_input["Name"])),
+                    )
+                    return
                 raise TableAlreadyExistsError(
                     f"Table {describe((*path, entry.name))} already exists"
                 ) from None
@@ -691,6 +721,16 @@ class GlueNamespace(CatalogNamespace):
                     f"Namespace {describe(path)} of table {entry.name!r} does not exist"
                 ) from None
             raise
+
+    def _table_matches(self, path: Path, table_input: Mapping[str, Any]) -> bool:
+        """Whether the table in the catalog is the one ``table_input`` describes."""
+        current = self._catalog_get_table(path, table_input["Name"])
+        descriptor = table_input.get("StorageDescriptor") or {}
+        return (
+            current is not None
+            and current.location == descriptor.get("Location")
+            and current.parameters == dict(table_input.get("Parameters") or {})
+        )
 
     def _catalog_update_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
@@ -736,7 +776,17 @@ class GlueNamespace(CatalogNamespace):
             columns=expected.columns,
             version_token=expected.version_token,
         )
-        self._catalog_update_table(path, updated, expected.columns)
+        try:
+            self._catalog_update_table(path, updated, expected.columns)
+        except ConcurrentModificationError:
+            # Refused, or a retry of an update that took effect while its reply was lost.
+            current = self._catalog_get_table(path, expected.name)
+            if current is None or not versions.already_applied(current.parameters, parameters):
+                raise
+            logger.info(
+                "update of %s took effect before its reply was lost",
+                describe((*path, expected.name)),
+            )
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         deleted = self._call(

@@ -430,6 +430,8 @@ class _HiveNamespace(CatalogNamespace):
                 )
             except (ttypes.MetaException, *TRANSPORT_ERRORS) as error:
                 # Under our lock nobody else changes the table: read back whether it applied.
+                # An unknown outcome is never reported as a conflict (Lance would commit the
+                # same data again): if the read-back fails too, its error (17) goes up.
                 if not self._applied(path, expected.name, parameters):
                     logger.warning("commit to %s not applied: %s", describe(path), error)
                     raise ConcurrentModificationError(
@@ -440,14 +442,10 @@ class _HiveNamespace(CatalogNamespace):
             self._unlock(lock_id)
 
     def _applied(self, path: Path, name: str, parameters: dict[str, str]) -> bool:
-        try:
-            table = self._get("get_table", self._db_ref(path), name)
-        except Exception:
-            return False
+        """Whether a failed alter took effect; a read-back that fails too propagates (17)."""
+        table = self._get("get_table", self._db_ref(path), name)
         now = dict(table.parameters or {}) if table is not None else {}
-        return versions.current_version(now) == versions.current_version(parameters) and now.get(
-            versions.DELETED_KEY
-        ) == parameters.get(versions.DELETED_KEY)
+        return versions.already_applied(now, parameters)
 
     def _lock_table(self, path: Path, name: str) -> int:
         """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one."""

@@ -31,11 +31,26 @@ DELETED_KEY = "lance.deleted_versions"
 
 U64_MAX = 2**64 - 1
 
+# Together these identify one commit: its version, its manifest (a unique staging path per
+# writer), its commit time and the deleted-records list it wrote.
+COMMIT_KEYS = (VERSION_KEY, MANIFEST_PATH_KEY, COMMITTED_AT_KEY, DELETED_KEY)
+
 
 def current_version(parameters: Mapping[str, str]) -> int:
     """The latest committed version in the catalog; 0 when nothing was committed yet."""
     value = parameters.get(VERSION_KEY, "").strip()
     return int(value) if value.isdigit() else 0
+
+
+def already_applied(now: Mapping[str, str], written: Mapping[str, str]) -> bool:
+    """Whether the catalog holds exactly the commit ``written``: after a reply was lost.
+
+    A conditional update whose first attempt took effect but whose reply never arrived is
+    refused as a conflict when it is retried. Reporting that conflict would make Lance commit
+    the same data again as the next version, so a refused update is read back and, if the
+    catalog shows this very commit, reported as the success it was.
+    """
+    return all(now.get(key) == written.get(key) for key in COMMIT_KEYS)
 
 
 def manifest_name(version: int, naming_scheme: str | None) -> str:

@@ -268,6 +268,7 @@ class _Fault:
     http_status: int = 400
     message: str = ""
     delay_seconds: float = 0.0
+    after_apply: bool = False  # the action takes effect, then the error is answered
 
     def matches(self, action: str) -> bool:
         return self.action in ("*", action)
@@ -447,13 +448,15 @@ class _EmulatedGlueResponse(GlueResponse):
         if delay is not None:
             time.sleep(delay.delay_seconds)
         fault = self.state.faults.take_error(action)
-        if fault is not None:
+        if fault is not None and not fault.after_apply:
             return self._fault_response(fault)
         if action.startswith(_READ_ACTION_PREFIXES):
             with self.state.access.reading():
-                return super().call_action()
-        with self.state.access.writing(), self.state.lock:
-            return super().call_action()
+                response = super().call_action()
+        else:
+            with self.state.access.writing(), self.state.lock:
+                response = super().call_action()
+        return self._fault_response(fault) if fault is not None else response
 
     # -- catalogs ---------------------------------------------------------------------------
 
@@ -768,14 +771,26 @@ class GlueEmulator:
         http_status: int,
         times: int = 1,
         message: str = "Injected by GlueEmulator.",
+        after_apply: bool = False,
     ) -> None:
-        """Answer the next ``times`` calls of a Glue action ("GetTable", or "*") with an error."""
+        """Answer the next ``times`` calls of a Glue action ("GetTable", or "*") with an error.
+
+        ``after_apply``: the call takes effect first, as when a server fails after committing
+        or a reply is lost on its way back; the client sees only the error.
+        """
         if not 400 <= http_status <= 599:
             raise ValueError("http_status must be an error status (400-599)")
         if times < 1:
             raise ValueError("times must be at least 1")
         self._state.faults.add_error(
-            _Fault(action, times, error_code=error_code, http_status=http_status, message=message)
+            _Fault(
+                action,
+                times,
+                error_code=error_code,
+                http_status=http_status,
+                message=message,
+                after_apply=after_apply,
+            )
         )
 
     def inject_delay(self, action: str, seconds: float, times: int = 1) -> None:
