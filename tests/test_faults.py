@@ -1,7 +1,8 @@
 """Faults survived: metastores dying in the middle of a run, and bounded, jittered retries.
 
 - A Hive Metastore dies while four threads share one namespace object: first the server the
-  client prefers (the namespace fails over to the second ``uri``), then the last one (SIGKILL;
+  client prefers (the namespace fails over to the second ``uri`` without a single failed
+  call), then the last one (SIGKILL;
   calls answer ServiceUnavailable, quickly) until it is started again on the same data. Nothing
   that was registered is lost, nothing half-written becomes visible, the same object recovers.
 - Glue answers throttling, 5xx and slow reads while four threads share one namespace: every
@@ -201,13 +202,11 @@ def test_metastore_dies_mid_run_fails_over_then_recovers(spare_metastore, tmp_pa
 
     # Before the first fault: no error.
     assert not [o for o in window(outcomes, 0, front_killed) if o.error]
-    # Fail-over: calls that are safe to repeat carry on through the second URI; at most the
-    # registration each worker had in flight when its server died fails.
+    # Fail-over: every call carries on through the second URI. Reads are retried; a
+    # registration in flight when its server died is read back there and finished.
     fail_over = window(outcomes, front_killed, metastore_killed)
-    failed = [o for o in fail_over if o.error]
-    assert len(failed) <= WORKERS, failed
-    assert all(o.operation in ("declare", "register") for o in failed), failed
-    assert len([o for o in fail_over if o.error is None]) > 10
+    assert not [o for o in fail_over if o.error]
+    assert len(fail_over) > 10
     # No metastore at all: ServiceUnavailable, and quickly (no call waits its socket timeout).
     outage = window(outcomes, metastore_killed + 0.5, restarted)
     assert outage and all(o.error for o in outage if o.finished < restarted - 0.5)

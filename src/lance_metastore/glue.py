@@ -160,7 +160,12 @@ def _is_endpoint_url(url: str) -> bool:
 
     from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
-    if urlsplit(url).scheme.lower() not in ("http", "https"):
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
+    except ValueError:  # e.g. "http://[" (an unclosed IPv6 address)
+        return False
+    if parts.scheme.lower() not in ("http", "https") or parts.port == 0:
         return False
     return bool(is_valid_endpoint_url(url) or is_valid_ipv6_endpoint_url(url))
 
@@ -707,12 +712,14 @@ class GlueNamespace(CatalogNamespace):
         except Exception as error:
             code = _error_code(error)
             if code == "AlreadyExistsException":
-                if _retried(error) and self._table_matches(path, table_input):
-                    logger.info(
-                        "creation of %s took effect before its reply was lost",
-                        describe((*path, table_input["Name"])),
-                    )
-                    return
+                if _retried(error):
+                    current = self._catalog_get_table(path, entry.name)
+                    if current is not None and current.holds_registration(entry):
+                        logger.info(
+                            "creation of %s took effect before its reply was lost",
+                            describe((*path, entry.name)),
+                        )
+                        return
                 raise TableAlreadyExistsError(
                     f"Table {describe((*path, entry.name))} already exists"
                 ) from None
@@ -721,16 +728,6 @@ class GlueNamespace(CatalogNamespace):
                     f"Namespace {describe(path)} of table {entry.name!r} does not exist"
                 ) from None
             raise
-
-    def _table_matches(self, path: Path, table_input: Mapping[str, Any]) -> bool:
-        """Whether the table in the catalog is the one ``table_input`` describes."""
-        current = self._catalog_get_table(path, table_input["Name"])
-        descriptor = table_input.get("StorageDescriptor") or {}
-        return (
-            current is not None
-            and current.location == descriptor.get("Location")
-            and current.parameters == dict(table_input.get("Parameters") or {})
-        )
 
     def _catalog_update_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None

@@ -50,7 +50,13 @@ from .tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
 logger = logging.getLogger("lance_metastore.hive")
 
 DEFAULT_CATALOG = "hive"
-LANCE_FILTER = 'hive_filter_field_params__table_type like "(?i)lance"'
+# A Lance table is an EXTERNAL_TABLE with table_type=lance; the metastore makes a table
+# external exactly when its EXTERNAL parameter is true (ObjectStore.convertToMTable), and the
+# filter language has no key for the table type itself.
+LANCE_FILTER = (
+    'hive_filter_field_params__table_type like "(?i)lance" '
+    'and hive_filter_field_params__EXTERNAL like "(?i)true"'
+)
 
 # Hive accepts letters, digits and underscores in database and table names (lower-cased).
 HIVE_RULES = NameRules(
@@ -374,8 +380,12 @@ class _HiveNamespace(CatalogNamespace):
     def _catalog_create_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> None:
+        table = self._table_object(path, entry, columns)
         try:
-            self._call("create_table", self._table_object(path, entry, columns), idempotent=False)
+            try:
+                self._call("create_table", table, idempotent=False)
+            except TRANSPORT_ERRORS:
+                self._finish_lost_create(path, entry, table)
         except ttypes.AlreadyExistsException:
             raise TableAlreadyExistsError(
                 f"Table {describe((*path, entry.name))} already exists"
@@ -393,6 +403,25 @@ class _HiveNamespace(CatalogNamespace):
             raise InvalidInputError(
                 f"Hive Metastore refused table {describe((*path, entry.name))}: {error.message}"
             ) from None
+
+    def _finish_lost_create(self, path: Path, entry: TableEntry, table: Any) -> None:
+        """The connection dropped with a create in flight (a metastore died): find out, on a
+        fresh connection (maybe to another metastore), whether it took effect; if not, create
+        again. A server may still be finishing the lost call, so a create refused as existing
+        is read back once more."""
+        for _ in range(2):
+            current = self._catalog_get_table(path, entry.name)
+            if current is not None:
+                if current.holds_registration(entry):
+                    logger.info("creation of %s took effect", describe((*path, entry.name)))
+                    return
+                break
+            try:
+                self._call("create_table", table, idempotent=False)
+                return
+            except ttypes.AlreadyExistsException:
+                continue
+        raise ttypes.AlreadyExistsException(f"{entry.name} exists")
 
     def _catalog_update_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None

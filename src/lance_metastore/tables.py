@@ -47,6 +47,16 @@ class TableEntry:
     def managed_by(self) -> str:
         return managed_by(self.parameters)
 
+    def holds_registration(self, sent: TableEntry) -> bool:
+        """Whether this catalog entry is the table ``sent`` registered: same location, and
+        every parameter sent is there (catalogs add their own, e.g. Hive's DDL time).
+
+        Used after a create whose outcome is unknown (the connection or the reply was lost).
+        """
+        return self.location == sent.location and all(
+            self.parameters.get(key) == value for key, value in sent.parameters.items()
+        )
+
 
 def _lookup(parameters: Mapping[str, str], key: str) -> str | None:
     if key in parameters:
@@ -58,11 +68,12 @@ def _lookup(parameters: Mapping[str, str], key: str) -> str | None:
 
 
 def is_lance_table(table_type: str | None, parameters: Mapping[str, str] | None) -> bool:
-    """EXTERNAL_TABLE with ``table_type=lance`` in any case."""
+    """EXTERNAL_TABLE with ``table_type=lance`` in any case (and nothing else: " lance" is not
+    Lance, as neither the spec nor the metastore's listing filter take it for one)."""
     if (table_type or "").upper() != EXTERNAL_TABLE:
         return False
     value = _lookup(parameters or {}, TABLE_TYPE_KEY)
-    return value is not None and value.strip().lower() == LANCE_TABLE_TYPE
+    return value is not None and value.lower() == LANCE_TABLE_TYPE
 
 
 def managed_by(parameters: Mapping[str, str]) -> str:
