@@ -18,6 +18,7 @@ import re
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,6 +138,8 @@ class _HiveNamespace(CatalogNamespace):
                         self._settings["client.pool-size"],
                         self._settings["client.socket-timeout-sec"],
                     )
+                    # A namespace dropped without close() still gives its connections back.
+                    weakref.finalize(self, self._pool.close)
                 pool = self._pool
         return pool
 
