@@ -16,11 +16,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 from support.glue_emulator import GlueEmulator, glue_endpoint_from_env
 from support.harness import GlueHarness, Harness, HiveHarness
+
+# Property-based tests run against live servers: no per-example deadline, fixtures shared by
+# the examples of a test on purpose. On CI (env CI set) the examples are the same every run.
+settings.register_profile(
+    "lance-metastore",
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    **({"derandomize": True, "database": None, "print_blob": True} if os.environ.get("CI") else {}),
+)
+settings.load_profile("lance-metastore")
 
 BACKENDS = ["glue", "hive2", "hive3"]
 

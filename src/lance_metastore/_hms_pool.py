@@ -45,9 +45,11 @@ def parse_uris(value: str) -> list[Server]:
         if parsed.scheme != "thrift" or not parsed.hostname:
             raise ValueError(f"expected thrift://host:port, got {item!r}")
         try:
-            port = parsed.port or 9083
+            port = 9083 if parsed.port is None else parsed.port
         except ValueError:
             raise ValueError(f"invalid port in {item!r}") from None
+        if port == 0:
+            raise ValueError(f"invalid port in {item!r}")
         servers.append(Server(parsed.hostname, port))
     if not servers:
         raise ValueError("no metastore URI given")

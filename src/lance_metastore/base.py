@@ -790,8 +790,12 @@ class CatalogNamespace(LanceNamespace):
                 )
             visible = {r.version for r in self._version_records(entry)}
             count = sum(1 for v in visible if versions.is_deleted(v, ranges))
+            deleted = versions.with_deleted(entry.parameters, ranges)
+            if deleted == entry.parameters.get(versions.DELETED_KEY, ""):
+                # No range, or only records deleted before: nothing to write.
+                return BatchDeleteTableVersionsResponse(deleted_count=count)
             parameters = dict(entry.parameters)
-            parameters[versions.DELETED_KEY] = versions.with_deleted(entry.parameters, ranges)
+            parameters[versions.DELETED_KEY] = deleted
             self._catalog_compare_and_set(path, entry, parameters)
             return BatchDeleteTableVersionsResponse(deleted_count=count)
 

@@ -46,13 +46,18 @@ def positive_int(value: str) -> int:
     return number
 
 
+# The longest wait a property may ask for (they are all seconds): sockets refuse timeouts from
+# about 9.2e9 s on, and every call would then fail.
+MAX_SECONDS = 1e9
+
+
 def positive_float(value: str) -> float:
     try:
         number = float(str(value).strip())
     except ValueError:
         raise ValueError(f"must be a number, got {value!r}") from None
-    if not number > 0:
-        raise ValueError(f"must be greater than 0, got {number}")
+    if not 0 < number <= MAX_SECONDS:  # also refuses nan and inf
+        raise ValueError(f"must be greater than 0 and at most {MAX_SECONDS:g}, got {number}")
     return number
 
 

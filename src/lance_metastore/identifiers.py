@@ -9,6 +9,7 @@ never appear inside a name, splitting is unambiguous.
 from __future__ import annotations
 
 import re
+import string
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from lance_namespace.errors import InvalidInputError
 
 DELIMITER = "$"
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 Path = tuple[str, ...]
 
@@ -59,8 +61,11 @@ def describe(parts: Sequence[str]) -> str:
 class NameRules:
     """What a catalog accepts as a database, catalog or table name.
 
-    ``pattern`` is matched against the whole name after lower-casing when ``lowercase`` is set
-    (Glue and Hive store names in lower case, so names are case-insensitive there).
+    ``pattern`` is matched against the whole name with its ASCII letters lower-cased when
+    ``lowercase`` is set (Glue and Hive store names in lower case, so names are
+    case-insensitive there). Only ASCII is folded for the check: full Unicode lower-casing
+    turns some other letters into ASCII ones (KELVIN SIGN into "k"), and a catalog that allows
+    only ASCII names (Hive) refuses such a name rather than folding it.
     """
 
     max_length: int = 255
@@ -91,10 +96,10 @@ class NameRules:
                 f"{what.capitalize()} name {name[:40]!r}... {where} is longer than "
                 f"{self.max_length} characters"
             )
-        normalized = name.lower() if self.lowercase else name
-        if self.pattern is not None and not self.pattern.fullmatch(normalized):
+        folded = name.translate(_ASCII_LOWER) if self.lowercase else name
+        if self.pattern is not None and not self.pattern.fullmatch(folded):
             raise InvalidInputError(
                 f"{what.capitalize()} name {name!r} {where} is not valid here"
                 + (f": {self.pattern_hint}" if self.pattern_hint else "")
             )
-        return normalized
+        return name.lower() if self.lowercase else name

@@ -48,7 +48,7 @@ def decode_token(token: str) -> tuple[str, str | None]:
         if not isinstance(after, str) or not (snapshot is None or isinstance(snapshot, str)):
             raise ValueError
         return after, snapshot
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError, RecursionError):
         raise InvalidInputError(f"Invalid page_token {token[:64]!r}") from None
 
 

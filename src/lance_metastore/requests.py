@@ -29,8 +29,15 @@ def coerce_request(request: Any, model: type[M]) -> M:
         data = request.model_dump()
     else:
         raise InvalidInputError(f"{model.__name__} expected, got {type(request).__name__}")
-    if isinstance(data.get("id"), str):
-        data["id"] = list(split_identifier(data["id"]))
+    raw_id = data.get("id")
+    if isinstance(raw_id, str):
+        data["id"] = list(split_identifier(raw_id))
+    elif raw_id is not None and not isinstance(raw_id, (list, tuple)):
+        # pydantic would take any iterable as a list: a set's parts have no order, so no path.
+        raise InvalidInputError(
+            f"{model.__name__}: id must be a list of names or a '$'-joined string, "
+            f"got {type(raw_id).__name__}"
+        )
     data = {key: value for key, value in data.items() if value is not None}
     try:
         return model.model_validate(data)

@@ -2,11 +2,16 @@
 
 The suite is written once against ``LanceNamespace``; a harness knows how to connect a
 backend's namespace, where its databases live in the hierarchy, how to make a non-Lance table
-with the catalog's own client, and which names the catalog accepts.
+with the catalog's own client, which names the catalog accepts (``accepts_name``, an oracle
+independent of the library) and what the catalog and storage hold (``snapshot``, read with the
+catalog's own client, so "nothing changed" is judged without the library's code).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import unicodedata
 import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -14,6 +19,25 @@ from pathlib import Path
 from typing import Any
 
 from lance_namespace import LanceNamespace
+
+# AWS Glue's "single-line string pattern" for database and table names.
+GLUE_SINGLE_LINE = re.compile("[\t\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]+")
+# What HMS's validateName accepts (Java's \w is ASCII-only), at most 128 characters.
+HIVE_NAME = re.compile("[A-Za-z0-9_]{1,128}")
+
+
+def refused_by_library(name: str) -> bool:
+    """Names refused on every backend, whatever the catalog would store (the issue's list):
+    empty, ``.`` and ``..``, a path separator, a control or other non-printing character
+    (Unicode category C), white space at either end."""
+    return (
+        name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or any(unicodedata.category(ch).startswith("C") for ch in name)
+        or name[0].isspace()
+        or name[-1].isspace()
+    )
 
 
 @dataclass
@@ -24,10 +48,16 @@ class Harness(ABC):
     # Names the catalog accepts beyond plain [a-z0-9_], and names it must refuse.
     odd_names: list[str] = field(default_factory=list)
     bad_names: list[str] = field(default_factory=list)
+    # The longest database or table name the catalog stores.
+    max_name_length: int = 255
 
     @abstractmethod
     def properties(self) -> dict[str, str]:
         """Connection properties of a namespace on this backend."""
+
+    @abstractmethod
+    def namespace_class(self) -> type[LanceNamespace]:
+        """The class ``connect`` builds here, for constructing it directly."""
 
     def connect(self, **overrides: str) -> LanceNamespace:
         from lance_namespace import connect
@@ -48,8 +78,47 @@ class Harness(ABC):
         return f"{prefix}_{uuid.uuid4().hex[:8]}"
 
     @abstractmethod
-    def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
-        """A table that is not a Lance table, made with the catalog's own client."""
+    def create_foreign_table(
+        self,
+        db: list[str],
+        name: str,
+        location: str,
+        table_type: str | None = "ICEBERG",
+        kind: str = "EXTERNAL_TABLE",
+    ) -> None:
+        """A table that is not a Lance table, made with the catalog's own client.
+
+        ``table_type`` is its ``table_type`` parameter (None: no such parameter), ``kind`` the
+        catalog's own table type (a ``lance`` parameter on a non-external table is not Lance).
+        """
+
+    @abstractmethod
+    def drop_foreign_table(self, db: list[str], name: str) -> None:
+        """Remove a table with the catalog's own client (the entry only, never data)."""
+
+    @abstractmethod
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the catalog holds and every file under ``root``, read without our code.
+
+        Read with the catalog's own client, so that "nothing changed" is judged independently
+        of the library under test; two snapshots compare equal when nothing changed.
+        """
+
+    @abstractmethod
+    def accepts_name(self, name: str) -> bool:
+        """Whether a database or table name is valid here: an oracle written from the catalog's
+        documented rules and the library's spec, independent of the library's code."""
+
+    def files(self) -> dict[str, int]:
+        """Every file and directory under ``root`` (directories with size -1)."""
+        found: dict[str, int] = {}
+        for folder, dirs, names in os.walk(self.root):
+            for name in dirs:
+                found[os.path.relpath(os.path.join(folder, name), self.root)] = -1
+            for name in names:
+                path = os.path.join(folder, name)
+                found[os.path.relpath(path, self.root)] = os.path.getsize(path)
+        return found
 
     @abstractmethod
     def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
@@ -70,6 +139,7 @@ class GlueHarness(Harness):
     emulator: Any = None
     real: Any = None  # support.glue_emulator.GlueConnectionSettings
     prefix: str = ""
+    _glue: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.name = "glue"
@@ -93,8 +163,22 @@ class GlueHarness(Harness):
         props.update({key: value for key, value in optional.items() if value})
         return props
 
+    def namespace_class(self) -> type[LanceNamespace]:
+        from lance_metastore import GlueNamespace
+
+        return GlueNamespace
+
     def db(self, name: str) -> list[str]:
         return [name if name in self.bad_names else self.prefix + name]
+
+    def accepts_name(self, name: str) -> bool:
+        # AWS: Name is 1-255 characters of the "single-line string pattern"; the library also
+        # refuses what no catalog name may hold (see refused_by_library).
+        return (
+            len(name) <= 255
+            and GLUE_SINGLE_LINE.fullmatch(name) is not None
+            and not refused_by_library(name)
+        )
 
     def _ids(self) -> dict[str, str]:
         catalog_id = getattr(self.real, "catalog_id", None)
@@ -111,19 +195,83 @@ class GlueHarness(Harness):
                     client.delete_database(Name=database["Name"], **self._ids())
 
     def _client(self) -> Any:
-        return self.target.client("glue")
+        if self._glue is None:
+            self._glue = self.target.client("glue")
+        return self._glue
 
-    def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
+    def create_foreign_table(
+        self,
+        db: list[str],
+        name: str,
+        location: str,
+        table_type: str | None = "ICEBERG",
+        kind: str = "EXTERNAL_TABLE",
+    ) -> None:
         self._client().create_table(
             DatabaseName=db[-1],
             TableInput={
                 "Name": name,
-                "TableType": "EXTERNAL_TABLE",
-                "Parameters": {"table_type": "ICEBERG"},
+                "TableType": kind,
+                "Parameters": {} if table_type is None else {"table_type": table_type},
                 "StorageDescriptor": {"Location": location},
             },
             **self._ids(),
         )
+
+    def drop_foreign_table(self, db: list[str], name: str) -> None:
+        self._client().delete_table(DatabaseName=db[-1], Name=name, **self._ids())
+
+    def _pages(self, client: Any, method: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        while True:
+            response = getattr(client, method)(**kwargs)
+            items += response.get(key, [])
+            if not response.get("NextToken"):
+                return items
+            kwargs["NextToken"] = response["NextToken"]
+
+    def snapshot(self) -> dict[str, Any]:
+        client = self._client()
+        if self.real is None:
+            catalogs = self._pages(
+                client, "get_catalogs", "CatalogList", Recursive=True, IncludeRoot=True
+            )
+        else:  # a shared account: its root catalog only, and only this run's databases
+            catalogs = [{"CatalogId": getattr(self.real, "catalog_id", None), "Name": "root"}]
+        state: dict[str, Any] = {"files": self.files()}
+        for catalog in catalogs:
+            ids = {"CatalogId": catalog["CatalogId"]} if catalog["CatalogId"] else {}
+            databases = {}
+            for database in self._pages(client, "get_databases", "DatabaseList", **ids):
+                if self.real is not None and not database["Name"].startswith(self.prefix):
+                    continue
+                tables = {}
+                for table in self._pages(
+                    client, "get_tables", "TableList", DatabaseName=database["Name"], **ids
+                ):
+                    descriptor = table.get("StorageDescriptor") or {}
+                    tables[table["Name"]] = {
+                        "TableType": table.get("TableType"),
+                        "Parameters": table.get("Parameters") or {},
+                        "Location": descriptor.get("Location"),
+                        "Columns": [
+                            (c["Name"], c.get("Type"), c.get("Comment"))
+                            for c in descriptor.get("Columns") or []
+                        ],
+                        "VersionId": table.get("VersionId"),
+                    }
+                databases[database["Name"]] = {
+                    "Parameters": database.get("Parameters") or {},
+                    "Description": database.get("Description"),
+                    "LocationUri": database.get("LocationUri"),
+                    "tables": tables,
+                }
+            state[f"catalog {catalog['CatalogId'] or 'root'}"] = {
+                "Parameters": catalog.get("Parameters") or {},
+                "Description": catalog.get("Description"),
+                "databases": databases,
+            }
+        return state
 
     def _table(self, db: list[str], name: str) -> dict[str, Any]:
         return self._client().get_table(DatabaseName=db[-1], Name=name, **self._ids())["Table"]
@@ -148,9 +296,21 @@ class HiveHarness(Harness):
         self.supports_cascade = True
         self.odd_names = ["with_underscore", "MiXeD_Case", "_leading", "123"]
         self.bad_names = ["", "..", "a/b", "with-dash", "with space", "ünïcödé", "x" * 129]
+        self.max_name_length = 128
 
     def properties(self) -> dict[str, str]:
         return {"uri": self.uri, "root": str(self.root)}
+
+    def namespace_class(self) -> type[LanceNamespace]:
+        from lance_metastore import Hive2Namespace, Hive3Namespace
+
+        return Hive3Namespace if self.level == 3 else Hive2Namespace
+
+    def accepts_name(self, name: str) -> bool:
+        # HMS's validateName matches the name as given against Java's "[\\w_]+" (ASCII
+        # letters, digits, underscore), then stores it lower-cased; its schema holds names of
+        # at most 128 characters (measured on HMS 2.3: longer ones fail).
+        return HIVE_NAME.fullmatch(name) is not None
 
     def db(self, name: str) -> list[str]:
         return ["hive", name] if self.level == 3 else [name]
@@ -171,9 +331,48 @@ class HiveHarness(Harness):
             for table in client.get_all_tables("default"):
                 client.drop_table("default", table, False)
 
-    def create_foreign_table(self, db: list[str], name: str, location: str) -> None:
+    def create_foreign_table(
+        self,
+        db: list[str],
+        name: str,
+        location: str,
+        table_type: str | None = "ICEBERG",
+        kind: str = "EXTERNAL_TABLE",
+    ) -> None:
         with self._client() as client:
-            client.create_table(foreign_hive_table(db[-1], name, location))
+            client.create_table(foreign_hive_table(db[-1], name, location, table_type, kind=kind))
+
+    def drop_foreign_table(self, db: list[str], name: str) -> None:
+        with self._client() as client:
+            client.drop_table(db[-1], name, False)
+
+    def snapshot(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"files": self.files()}
+        with self._client() as client:
+            for name in client.get_all_databases():
+                database = client.get_database(name)
+                tables = {}
+                names = client.get_all_tables(name)
+                for table in client.get_table_objects_by_name(name, names) if names else []:
+                    descriptor = table.sd
+                    tables[table.tableName] = {
+                        "tableType": table.tableType,
+                        "parameters": dict(table.parameters or {}),
+                        "location": descriptor.location if descriptor else None,
+                        "cols": [
+                            (c.name, c.type, c.comment)
+                            for c in (descriptor.cols if descriptor and descriptor.cols else [])
+                        ],
+                        "owner": table.owner,
+                    }
+                state[f"database {name}"] = {
+                    "parameters": dict(database.parameters or {}),
+                    "description": database.description,
+                    "locationUri": database.locationUri,
+                    "owner": (database.ownerName, database.ownerType),
+                    "tables": tables,
+                }
+        return state
 
     def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
         with self._client() as client:
@@ -189,13 +388,18 @@ def foreign_hive_table(
     db: str,
     name: str,
     location: str,
-    table_type: str = "ICEBERG",
+    table_type: str | None = "ICEBERG",
     catalog: str | None = None,
     owner: str | None = None,
+    kind: str = "EXTERNAL_TABLE",
 ) -> Any:
-    """A Hive table made with the raw Thrift types, its ``table_type`` parameter as given."""
+    """A Hive table made with the raw Thrift types, its ``table_type`` parameter as given
+    (None: no such parameter) and its Hive table type ``kind``."""
     from pymetastore.hive_metastore import ttypes
 
+    parameters = {} if table_type is None else {"table_type": table_type}
+    if kind == "EXTERNAL_TABLE":
+        parameters["EXTERNAL"] = "TRUE"  # without it HMS makes the table a managed one
     return ttypes.Table(
         tableName=name,
         dbName=db,
@@ -207,7 +411,7 @@ def foreign_hive_table(
             parameters={},
         ),
         partitionKeys=[],
-        parameters={"table_type": table_type, "EXTERNAL": "TRUE"},
-        tableType="EXTERNAL_TABLE",
+        parameters=parameters,
+        tableType=kind,
         catName=catalog,
     )
