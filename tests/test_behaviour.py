@@ -363,10 +363,10 @@ def test_lancedb_connect_namespace(backend: Harness, db):
     )
     conn.create_table("scores", DATA, namespace_path=db)
     assert conn.open_table("scores", namespace_path=db).count_rows() == 3
-    assert list(conn.table_names(namespace_path=db)) == ["scores"]
+    assert conn.list_tables(namespace_path=db).tables == ["scores"]
     for i in range(12):
         conn.create_table(f"t{i:02d}", DATA, namespace_path=db)
-    # table_names pages with limit 10 by default: both pages must come back
+    # both pages of a limited listing come back
     first = conn.list_tables(namespace_path=db, limit=10)
     second = conn.list_tables(namespace_path=db, limit=10, page_token=first.page_token)
     assert len(first.tables) == 10 and len(second.tables) == 3
