@@ -14,6 +14,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -81,6 +82,21 @@ def hive_metastore_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     metastore.start()
     try:
         yield metastore.uri
+    finally:
+        metastore.stop()
+
+
+@pytest.fixture(scope="session")
+def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A second local metastore, for the tests that stop, kill and restart one."""
+    if os.environ.get(HMS_URI_ENV):
+        pytest.skip("restarts a local metastore; an external one is configured")
+    from lance_metastore.hms_local import LocalMetastore
+
+    metastore = LocalMetastore(tmp_path_factory.mktemp("hms_spare"))
+    metastore.start()
+    try:
+        yield metastore
     finally:
         metastore.stop()
 

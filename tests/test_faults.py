@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,23 +80,6 @@ def test_tcp_front_forwards_then_dies_like_a_server(hive_metastore_uri):
 # ---------------------------------------------------------------------------------------------
 # A metastore dies in the middle of a run
 # ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """A metastore of this module alone: it is killed and restarted."""
-    import os
-
-    if os.environ.get("LANCE_METASTORE_TEST_HMS_URI"):
-        pytest.skip("kills a local metastore; an external one is configured")
-    from lance_metastore.hms_local import LocalMetastore
-
-    metastore = LocalMetastore(tmp_path_factory.mktemp("hms_faults"))
-    metastore.start()
-    try:
-        yield metastore
-    finally:
-        metastore.stop()
 
 
 def run_workers(

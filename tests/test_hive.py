@@ -4,7 +4,7 @@
   real Hive 3/4 metastore named by ``LANCE_METASTORE_TEST_HMS3_URI`` (thrift://host:port);
 - configuration, database property mapping, the connection pool, lost connections, fail-over,
   server-side filtering and catalog columns, against the real Hive Metastore 2.3 of the
-  session (``hive_metastore_uri``) and, for restarts, a second metastore of this module.
+  session (``hive_metastore_uri``) and, for restarts, the spare one (``spare_metastore``).
 
 Raw Thrift calls go through :class:`RawClient`, a class-based context manager: Thrift's
 exceptions are immutable, and a ``@contextmanager`` generator fails re-raising them.
@@ -530,27 +530,13 @@ def test_pooled_sockets_closed_under_the_pool(ns2):
 
 
 # =============================================================================================
-# Lost connections, server down, fail-over (a metastore of this module's own)
+# Lost connections, server down, fail-over (the spare metastore of conftest.py)
 # =============================================================================================
 
 
-@pytest.fixture(scope="module")
-def own_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    if os.environ.get("LANCE_METASTORE_TEST_HMS_URI"):
-        pytest.skip("restarts a local metastore; an external one is configured")
-    from lance_metastore.hms_local import LocalMetastore
-
-    metastore = LocalMetastore(tmp_path_factory.mktemp("hms_restart"))
-    metastore.start()
-    try:
-        yield metastore
-    finally:
-        metastore.stop()
-
-
-def test_metastore_restart_and_outage(own_metastore, tmp_path):
+def test_metastore_restart_and_outage(spare_metastore, tmp_path):
     props = {"client.socket-timeout-sec": "5", "client.pool-size": "3"}
-    ns = Hive2Namespace(uri=own_metastore.uri, root=str(tmp_path), **props)
+    ns = Hive2Namespace(uri=spare_metastore.uri, root=str(tmp_path), **props)
     try:
         db = unique()
         ns.create_namespace({"id": [db]})
@@ -560,14 +546,14 @@ def test_metastore_restart_and_outage(own_metastore, tmp_path):
         assert ns.pool.open_connections == 3
 
         # Restart: every pooled connection dies; calls carry on transparently.
-        own_metastore.restart()
+        spare_metastore.restart()
         assert ns.describe_namespace({"id": [db]}).properties is not None
         ns.declare_table({"id": [db, "after_restart"]})
         assert ns.list_tables({"id": [db]}).tables == ["after_restart"]
         assert ns.pool.open_connections <= 3
 
         # Down: calls fail with ServiceUnavailable, quickly (well within the socket timeout).
-        own_metastore.stop()
+        spare_metastore.stop()
         for call, request in [
             (ns.describe_namespace, {"id": [db]}),
             (ns.list_tables, {"id": [db]}),
@@ -579,17 +565,17 @@ def test_metastore_restart_and_outage(own_metastore, tmp_path):
         assert ns.pool.open_connections == 0
 
         # Back: the same namespace object works again.
-        own_metastore.start()
+        spare_metastore.start()
         ns.declare_table({"id": [db, "back"]})
         assert ns.list_tables({"id": [db]}).tables == ["after_restart", "back"]
     finally:
         ns.close()
 
 
-def test_failover_to_the_next_uri(own_metastore, tmp_path):
-    if not own_metastore.is_running():
-        own_metastore.start()
-    uri = f"thrift://127.0.0.1:{dead_port()},{own_metastore.uri}"
+def test_failover_to_the_next_uri(spare_metastore, tmp_path):
+    if not spare_metastore.is_running():
+        spare_metastore.start()
+    uri = f"thrift://127.0.0.1:{dead_port()},{spare_metastore.uri}"
     ns = Hive2Namespace(uri=uri, root=str(tmp_path))
     try:
         db = unique()
@@ -598,7 +584,7 @@ def test_failover_to_the_next_uri(own_metastore, tmp_path):
         assert ns.list_tables({"id": [db]}).tables == ["t"]
         assert ns.pool.open_connections == 1
         connection = ns.pool._idle.queue[0]
-        assert connection.server.port == port_of(own_metastore.uri)
+        assert connection.server.port == port_of(spare_metastore.uri)
         ns.drop_namespace({"id": [db], "behavior": "cascade"})
     finally:
         ns.close()
