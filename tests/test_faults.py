@@ -37,6 +37,7 @@ from support.glue_emulator import glue_endpoint_from_env
 from support.tcp_front import TcpFront
 
 from lance_metastore import Hive2Namespace
+from lance_metastore.hive import RECONNECT_BACKOFF
 from lance_metastore.hms_local import thrift_client
 from lance_metastore.retries import Backoff
 
@@ -348,7 +349,7 @@ def test_dropped_connections_are_retried_with_backoff_then_reported():
     assert "'sales'" in str(caught.value)
     # 1 attempt + 3 retries, each waiting between half and all of its exponential step.
     assert len(server.arrivals) == 4
-    backoff = Backoff(base=0.1, cap=2.0)
+    backoff = RECONNECT_BACKOFF
     gaps = [b - a for a, b in zip(server.arrivals, server.arrivals[1:], strict=False)]
     for attempt, gap in enumerate(gaps):
         assert backoff.step(attempt) / 2 - 0.01 <= gap <= backoff.step(attempt) + 0.5, gaps

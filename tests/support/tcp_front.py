@@ -27,7 +27,6 @@ class TcpFront:
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
         self.port = 0
-        self.accepted = 0
 
     @property
     def uri(self) -> str:
@@ -87,7 +86,6 @@ class TcpFront:
                     upstream.close()
                     return
                 self._sockets.update((client, upstream))
-                self.accepted += 1
             threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
 
     def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
