@@ -1,9 +1,14 @@
 """Run a real Apache Hive Metastore (HMS) on this machine, for tests, the CLI and demos.
 
-The pyspark wheel already ships Hive Metastore 2.3 with Derby and every dependency it needs,
-so a local metastore needs nothing but a Java runtime: :class:`LocalMetastore` writes a
-``hive-site.xml`` into its data directory, launches ``HiveMetaStore`` as a detached JVM and
-waits until the Thrift port answers a real call. All state (the Derby database, the
+Three releases (``version``): ``"2.3"`` (the default) runs from the pyspark wheel, which ships
+Hive Metastore 2.3 with Derby and every dependency it needs, so it needs nothing but a Java
+runtime; ``"3.1"`` (3.1.3) and ``"4"`` (4.0.1, the newest 4.x Maven Central holds a server
+of) run Hive's standalone metastore, fetched once with Maven into the user cache (see
+:mod:`lance_metastore.hms_dist`). All of them run on Java 17 with Derby.
+
+:class:`LocalMetastore` writes the metastore's configuration into its data directory,
+launches ``HiveMetaStore`` as a detached JVM and waits until the Thrift port answers a real
+call. All state (the Derby database, the
 warehouse, the logs and a state file naming the process) lives in that data directory, so a
 later process - ``lance-metastore hms stop`` for instance - can find and stop the server
 through :meth:`LocalMetastore.from_data_dir`.
@@ -18,6 +23,18 @@ Two things stock HMS 2.3 needs to take table locks, which Lance commits rely on:
   (its "already exists" error is ignored on later starts) and then ``HiveMetaStore.main``.
 - A connection pool that is on the classpath: Hive's default, BoneCP, is not in pyspark, and
   the transaction code fails with ``NoClassDefFoundError`` without it, so HikariCP is used.
+
+The standalone metastores need the same, found differently:
+
+- 3.1 still has ``TxnDbUtil.prepDb`` in its main jar; the boot script calls it.
+- 4.0 moved it to a test jar that reads Hive's SQL scripts from a source tree, and no Maven
+  artifact holds those scripts: the boot script runs :data:`HMS4_TXN_TABLES` instead, this
+  project's own Derby DDL for the tables the 4.0 server's transaction code reads and writes
+  (locks, their housekeeping, and the clean-ups of table drops and renames).
+- Their defaults name classes that live in Hive's query engine, not in the standalone jars
+  (the partition expression proxy; 3.1's dump-directory cleaner): the configuration names
+  the standalone ones.
+- 4.0 binds to ``host`` (``metastore.thrift.bind.host``); 2.3 and 3.1 listen on every interface.
 """
 
 from __future__ import annotations
@@ -41,6 +58,8 @@ from pymetastore.hive_metastore import ThriftHiveMetastore
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
+from .hms_dist import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
+
 __all__ = [
     "DEFAULT_HEAP",
     "FAST_LOCK_EXPIRY",
@@ -54,6 +73,7 @@ __all__ = [
     "find_pyspark_jars",
     "hive_site_properties",
     "java_executable",
+    "metastore_site_properties",
     "thrift_client",
 ]
 
@@ -81,6 +101,7 @@ CONF_DIR = "conf"
 DERBY_DIR = "metastore_db"
 WAREHOUSE_DIR = "warehouse"
 _START_LOCK_FILE = "hms.start.lock"
+_TXN_TABLES_FILE = "txn-tables.sql"
 _PORT_ATTEMPTS = 3
 _PORT_TAKEN = "Address already in use"
 
@@ -96,6 +117,122 @@ try {{
   if (e.getMessage() == null || e.getMessage().indexOf("already exists") < 0) throw e;
 }}
 org.apache.hadoop.hive.metastore.HiveMetaStore.main(new String[] {{"-p", "{port}"}});
+"""
+
+# Hive 3.1's standalone metastore: the same, with its own configuration class.
+_BOOT_SCRIPT_3 = """\
+try {{
+  org.apache.hadoop.hive.metastore.txn.TxnDbUtil.prepDb(
+      org.apache.hadoop.hive.metastore.conf.MetastoreConf.newMetastoreConf());
+}} catch (Exception e) {{
+  if (e.getMessage() == null || e.getMessage().indexOf("already exists") < 0) throw e;
+}}
+org.apache.hadoop.hive.metastore.HiveMetaStore.main(new String[] {{"-p", "{port}"}});
+"""
+
+# Hive 4.0: run HMS4_TXN_TABLES (a file in the conf directory) on the Derby database, skipping
+# what exists from an earlier start (Derby SQLState X0Y32; 23505 for the seed rows).
+_BOOT_SCRIPT_4 = """\
+java.sql.Connection connection = java.sql.DriverManager.getConnection("{jdbc_url}");
+try {{
+  String script = new String(
+      java.nio.file.Files.readAllBytes(java.nio.file.Paths.get("{ddl_path}")), "UTF-8");
+  String[] statements = script.split(";");
+  java.sql.Statement statement = connection.createStatement();
+  for (int i = 0; i < statements.length; i++) {{
+    String sql = statements[i].trim();
+    if (sql.length() == 0) continue;
+    try {{
+      statement.execute(sql);
+    }} catch (java.sql.SQLException e) {{
+      if (!"X0Y32".equals(e.getSQLState()) && !"23505".equals(e.getSQLState())) throw e;
+    }}
+  }}
+}} finally {{
+  connection.close();
+}}
+org.apache.hadoop.hive.metastore.HiveMetaStore.main(new String[] {{"-p", "{port}"}});
+"""
+
+# The transaction tables of a Hive 4.0 metastore on Derby, written for this project from the
+# columns the 4.0.1 server's SQL names (see the module docstring for why it is not Hive's own
+# script). Names are quoted upper case, as the server quotes them.
+HMS4_TXN_TABLES = """\
+CREATE TABLE "TXNS" ("TXN_ID" BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
+  "TXN_STATE" CHAR(1) NOT NULL, "TXN_STARTED" BIGINT NOT NULL,
+  "TXN_LAST_HEARTBEAT" BIGINT NOT NULL, "TXN_USER" VARCHAR(128) NOT NULL,
+  "TXN_HOST" VARCHAR(128) NOT NULL, "TXN_AGENT_INFO" VARCHAR(128),
+  "TXN_META_INFO" VARCHAR(128), "TXN_HEARTBEAT_COUNT" INTEGER, "TXN_TYPE" INTEGER);
+INSERT INTO "TXNS" ("TXN_ID", "TXN_STATE", "TXN_STARTED", "TXN_LAST_HEARTBEAT", "TXN_USER",
+  "TXN_HOST") VALUES (0, 'c', 0, 0, '_', '_');
+CREATE TABLE "TXN_COMPONENTS" ("TC_TXNID" BIGINT NOT NULL, "TC_DATABASE" VARCHAR(128) NOT NULL,
+  "TC_TABLE" VARCHAR(256), "TC_PARTITION" VARCHAR(767), "TC_OPERATION_TYPE" CHAR(1) NOT NULL,
+  "TC_WRITEID" BIGINT);
+CREATE TABLE "COMPLETED_TXN_COMPONENTS" ("CTC_TXNID" BIGINT NOT NULL,
+  "CTC_DATABASE" VARCHAR(128) NOT NULL, "CTC_TABLE" VARCHAR(256), "CTC_PARTITION" VARCHAR(767),
+  "CTC_TIMESTAMP" TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL, "CTC_WRITEID" BIGINT,
+  "CTC_UPDATE_DELETE" CHAR(1) NOT NULL);
+CREATE TABLE "TXN_LOCK_TBL" ("TXN_LOCK" BIGINT NOT NULL);
+INSERT INTO "TXN_LOCK_TBL" VALUES (1);
+CREATE TABLE "NEXT_LOCK_ID" ("NL_NEXT" BIGINT NOT NULL);
+INSERT INTO "NEXT_LOCK_ID" VALUES (1);
+CREATE TABLE "HIVE_LOCKS" ("HL_LOCK_EXT_ID" BIGINT NOT NULL, "HL_LOCK_INT_ID" BIGINT NOT NULL,
+  "HL_TXNID" BIGINT NOT NULL, "HL_DB" VARCHAR(128) NOT NULL, "HL_TABLE" VARCHAR(256),
+  "HL_PARTITION" VARCHAR(767), "HL_LOCK_STATE" CHAR(1) NOT NULL,
+  "HL_LOCK_TYPE" CHAR(1) NOT NULL, "HL_LAST_HEARTBEAT" BIGINT NOT NULL,
+  "HL_ACQUIRED_AT" BIGINT, "HL_USER" VARCHAR(128) NOT NULL, "HL_HOST" VARCHAR(128) NOT NULL,
+  "HL_HEARTBEAT_COUNT" INTEGER, "HL_AGENT_INFO" VARCHAR(128),
+  "HL_BLOCKEDBY_EXT_ID" BIGINT, "HL_BLOCKEDBY_INT_ID" BIGINT,
+  PRIMARY KEY ("HL_LOCK_EXT_ID", "HL_LOCK_INT_ID"));
+CREATE INDEX "HL_TXNID_INDEX" ON "HIVE_LOCKS" ("HL_TXNID");
+CREATE TABLE "AUX_TABLE" ("MT_KEY1" VARCHAR(128) NOT NULL, "MT_KEY2" BIGINT NOT NULL,
+  "MT_COMMENT" VARCHAR(255), PRIMARY KEY ("MT_KEY1", "MT_KEY2"));
+CREATE TABLE "TXN_TO_WRITE_ID" ("T2W_TXNID" BIGINT NOT NULL,
+  "T2W_DATABASE" VARCHAR(128) NOT NULL, "T2W_TABLE" VARCHAR(256) NOT NULL,
+  "T2W_WRITEID" BIGINT NOT NULL);
+CREATE TABLE "NEXT_WRITE_ID" ("NWI_DATABASE" VARCHAR(128) NOT NULL,
+  "NWI_TABLE" VARCHAR(256) NOT NULL, "NWI_NEXT" BIGINT NOT NULL);
+CREATE TABLE "MIN_HISTORY_WRITE_ID" ("MH_TXNID" BIGINT NOT NULL,
+  "MH_DATABASE" VARCHAR(128) NOT NULL, "MH_TABLE" VARCHAR(256) NOT NULL,
+  "MH_WRITEID" BIGINT NOT NULL);
+CREATE TABLE "MIN_HISTORY_LEVEL" ("MHL_TXNID" BIGINT NOT NULL PRIMARY KEY,
+  "MHL_MIN_OPEN_TXNID" BIGINT NOT NULL);
+CREATE TABLE "WRITE_SET" ("WS_DATABASE" VARCHAR(128) NOT NULL, "WS_TABLE" VARCHAR(256) NOT NULL,
+  "WS_PARTITION" VARCHAR(767), "WS_TXNID" BIGINT NOT NULL, "WS_COMMIT_ID" BIGINT NOT NULL,
+  "WS_OPERATION_TYPE" CHAR(1) NOT NULL);
+CREATE TABLE "COMPACTION_QUEUE" ("CQ_ID" BIGINT PRIMARY KEY,
+  "CQ_DATABASE" VARCHAR(128) NOT NULL, "CQ_TABLE" VARCHAR(256) NOT NULL,
+  "CQ_PARTITION" VARCHAR(767), "CQ_STATE" CHAR(1) NOT NULL, "CQ_TYPE" CHAR(1) NOT NULL,
+  "CQ_TBLPROPERTIES" VARCHAR(2048), "CQ_WORKER_ID" VARCHAR(128), "CQ_ENQUEUE_TIME" BIGINT,
+  "CQ_START" BIGINT, "CQ_RUN_AS" VARCHAR(128), "CQ_HIGHEST_WRITE_ID" BIGINT,
+  "CQ_META_INFO" VARCHAR(2048) FOR BIT DATA, "CQ_HADOOP_JOB_ID" VARCHAR(128),
+  "CQ_ERROR_MESSAGE" CLOB, "CQ_NEXT_TXN_ID" BIGINT, "CQ_TXN_ID" BIGINT,
+  "CQ_COMMIT_TIME" BIGINT, "CQ_INITIATOR_ID" VARCHAR(128), "CQ_INITIATOR_VERSION" VARCHAR(128),
+  "CQ_WORKER_VERSION" VARCHAR(128), "CQ_CLEANER_START" BIGINT,
+  "CQ_RETRY_RETENTION" BIGINT NOT NULL DEFAULT 0, "CQ_POOL_NAME" VARCHAR(128),
+  "CQ_NUMBER_OF_BUCKETS" INTEGER, "CQ_ORDER_BY" VARCHAR(4000));
+CREATE TABLE "NEXT_COMPACTION_QUEUE_ID" ("NCQ_NEXT" BIGINT NOT NULL);
+INSERT INTO "NEXT_COMPACTION_QUEUE_ID" VALUES (1);
+CREATE TABLE "COMPLETED_COMPACTIONS" ("CC_ID" BIGINT PRIMARY KEY,
+  "CC_DATABASE" VARCHAR(128) NOT NULL, "CC_TABLE" VARCHAR(256) NOT NULL,
+  "CC_PARTITION" VARCHAR(767), "CC_STATE" CHAR(1) NOT NULL, "CC_TYPE" CHAR(1) NOT NULL,
+  "CC_TBLPROPERTIES" VARCHAR(2048), "CC_WORKER_ID" VARCHAR(128), "CC_ENQUEUE_TIME" BIGINT,
+  "CC_START" BIGINT, "CC_END" BIGINT, "CC_RUN_AS" VARCHAR(128), "CC_HIGHEST_WRITE_ID" BIGINT,
+  "CC_META_INFO" VARCHAR(2048) FOR BIT DATA, "CC_HADOOP_JOB_ID" VARCHAR(128),
+  "CC_ERROR_MESSAGE" CLOB, "CC_NEXT_TXN_ID" BIGINT, "CC_TXN_ID" BIGINT,
+  "CC_COMMIT_TIME" BIGINT, "CC_INITIATOR_ID" VARCHAR(128), "CC_INITIATOR_VERSION" VARCHAR(128),
+  "CC_WORKER_VERSION" VARCHAR(128), "CC_CLEANER_START" BIGINT, "CC_RETRY_RETENTION" BIGINT,
+  "CC_POOL_NAME" VARCHAR(128), "CC_NUMBER_OF_BUCKETS" INTEGER, "CC_ORDER_BY" VARCHAR(4000));
+CREATE TABLE "MATERIALIZATION_REBUILD_LOCKS" ("MRL_TXN_ID" BIGINT NOT NULL PRIMARY KEY,
+  "MRL_DB_NAME" VARCHAR(128) NOT NULL, "MRL_TBL_NAME" VARCHAR(256) NOT NULL,
+  "MRL_LAST_HEARTBEAT" BIGINT NOT NULL);
+CREATE TABLE "REPL_TXN_MAP" ("RTM_REPL_POLICY" VARCHAR(256) NOT NULL,
+  "RTM_SRC_TXN_ID" BIGINT NOT NULL, "RTM_TARGET_TXN_ID" BIGINT NOT NULL,
+  PRIMARY KEY ("RTM_REPL_POLICY", "RTM_SRC_TXN_ID"));
+CREATE TABLE "COMPACTION_METRICS_CACHE" ("CMC_DATABASE" VARCHAR(128) NOT NULL,
+  "CMC_TABLE" VARCHAR(256) NOT NULL, "CMC_PARTITION" VARCHAR(767),
+  "CMC_METRIC_TYPE" VARCHAR(128) NOT NULL, "CMC_METRIC_VALUE" INTEGER NOT NULL,
+  "CMC_VERSION" INTEGER NOT NULL)
 """
 
 # Hive reads this from the first conf directory on the classpath. Everything goes to stderr,
@@ -219,6 +356,51 @@ def hive_site_properties(data_dir: Path) -> dict[str, str]:
     }
 
 
+def metastore_site_properties(
+    data_dir: Path, chosen: HiveRelease, host: str = "127.0.0.1"
+) -> dict[str, str]:
+    """The ``metastore-site.xml`` of a standalone metastore (3.1, 4) whose state is in ``data_dir``.
+
+    The same choices as :func:`hive_site_properties`, in the standalone metastore's names.
+    """
+    properties = {
+        "javax.jdo.option.ConnectionURL": (
+            f"jdbc:derby:;databaseName={data_dir / DERBY_DIR};create=true"
+        ),
+        "datanucleus.schema.autoCreateAll": "true",
+        "metastore.schema.verification": "false",
+        "metastore.warehouse.dir": (data_dir / WAREHOUSE_DIR).as_uri(),
+        "metastore.warehouse.external.dir": (data_dir / WAREHOUSE_DIR).as_uri(),
+        "datanucleus.connectionPoolingType": "HikariCP",
+        # The default names a class of Hive's query engine, absent from the standalone jars.
+        "metastore.expression.proxy": (
+            "org.apache.hadoop.hive.metastore.DefaultPartitionExpressionProxy"
+        ),
+        "hive.support.concurrency": "true",
+        "hive.txn.manager": "org.apache.hadoop.hive.ql.lockmgr.DbTxnManager",
+        # The housekeeping that times out locks of writers that stopped heartbeating.
+        "metastore.compactor.initiator.on": "true",
+        "metastore.housekeeping.threads.on": "true",
+        "metastore.compactor.worker.threads": "0",
+        "metastore.stats.autogather": "false",
+        "hive.stats.autogather": "false",
+        # Asynchronous logging needs the LMAX disruptor, which the standalone jars lack.
+        "metastore.async.log.enabled": "false",
+    }
+    if chosen.key == "3.1":
+        # 3.1's default list names a cleaner of Hive's query engine, absent from its jars.
+        properties["metastore.task.threads.always"] = ",".join(
+            (
+                "org.apache.hadoop.hive.metastore.events.EventCleanerTask",
+                "org.apache.hadoop.hive.metastore.RuntimeStatsCleanerTask",
+                "org.apache.hadoop.hive.metastore.MaterializationsRebuildLockCleanerTask",
+            )
+        )
+    else:
+        properties["metastore.thrift.bind.host"] = host
+    return properties
+
+
 def _hive_site_xml(properties: Mapping[str, str]) -> str:
     lines = ['<?xml version="1.0"?>', "<configuration>"]
     for name, value in properties.items():
@@ -330,11 +512,14 @@ def _tail(path: Path, lines: int = 40, width: int = 400) -> str:
 
 
 class LocalMetastore:
-    """A Hive Metastore 2.3 JVM whose state lives in ``data_dir``.
+    """A Hive Metastore JVM whose state lives in ``data_dir``.
 
     ``port=0`` lets the OS choose a free port at the first start; restarts keep it. ``host``
-    is the address clients use (HMS 2.3 itself listens on all interfaces). ``hive_conf``
-    adds to or overrides :func:`hive_site_properties`, e.g. :data:`FAST_LOCK_EXPIRY`.
+    is the address clients use (HMS 4 binds to it; 2.3 and 3.1 listen on all interfaces).
+    ``version`` is ``"2.3"`` (pyspark's jars, no download), ``"3.1"`` or ``"4"`` (fetched with
+    Maven on first use); it is recorded in the data directory, whose Derby schema belongs to
+    that release. ``hive_conf`` adds to or overrides :func:`hive_site_properties` (or
+    :func:`metastore_site_properties`), e.g. :data:`FAST_LOCK_EXPIRY`.
     """
 
     def __init__(
@@ -345,7 +530,12 @@ class LocalMetastore:
         *,
         heap: str = DEFAULT_HEAP,
         hive_conf: Mapping[str, str] | None = None,
+        version: str = DEFAULT_VERSION,
     ) -> None:
+        try:
+            self._release = release(version)
+        except ValueError as error:
+            raise MetastoreError(str(error)) from None
         self._data_dir = Path(data_dir).expanduser().resolve()
         self._port = port
         self._host = host
@@ -381,6 +571,7 @@ class LocalMetastore:
             host=str(state.get("host", "127.0.0.1")),
             heap=str(state.get("heap", DEFAULT_HEAP)),
             hive_conf=state.get("hive_conf") or {},
+            version=str(state.get("version", DEFAULT_VERSION)),
         )
         pid = state.get("pid")
         metastore._pid = int(pid) if pid is not None else None
@@ -391,6 +582,16 @@ class LocalMetastore:
     @property
     def data_dir(self) -> Path:
         return self._data_dir
+
+    @property
+    def version(self) -> str:
+        """The release it runs: ``"2.3"``, ``"3.1"`` or ``"4"``."""
+        return self._release.key
+
+    @property
+    def release_version(self) -> str:
+        """The exact Hive release (``"3.1.3"``, ``"4.0.1"``; ``"2.3"`` from pyspark)."""
+        return self._release.version
 
     @property
     def host(self) -> str:
@@ -444,10 +645,11 @@ class LocalMetastore:
 
     def _launch(self) -> None:
         self._data_dir.mkdir(parents=True, exist_ok=True)
+        self._refuse_other_release()
         with self._start_lock():
             self._refuse_if_running()
             java = java_executable()
-            jars = find_pyspark_jars()
+            jars = self._jars()
             if self._port == 0:
                 self._port = _free_port(self._host)
             elif not _port_is_free(self._port):
@@ -472,6 +674,24 @@ class LocalMetastore:
                 )
             self._pid = self._proc.pid
             self._write_state()
+
+    def _jars(self) -> Path:
+        if self._release.bundled:
+            return find_pyspark_jars()
+        try:
+            return fetch_release(self._release)
+        except ReleaseFetchError as error:
+            raise MetastoreError(str(error)) from error
+
+    def _refuse_other_release(self) -> None:
+        # A Derby database holds one release's schema: never start another release on it.
+        with contextlib.suppress(FileNotFoundError, MetastoreError):
+            recorded = LocalMetastore.from_data_dir(self._data_dir)
+            if recorded.version != self.version and (self._data_dir / DERBY_DIR).exists():
+                raise MetastoreError(
+                    f"{self._data_dir} holds a Hive Metastore {recorded.version} database; "
+                    f"use another data directory for version {self.version}"
+                )
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the metastore: SIGTERM (Hive shuts down cleanly), then SIGKILL after ``timeout``."""
@@ -537,7 +757,8 @@ class LocalMetastore:
 
     def __repr__(self) -> str:
         return (
-            f"LocalMetastore(data_dir={str(self._data_dir)!r}, port={self._port}, pid={self._pid})"
+            f"LocalMetastore(data_dir={str(self._data_dir)!r}, version={self.version!r}, "
+            f"port={self._port}, pid={self._pid})"
         )
 
     # -- internals ---------------------------------------------------------------------------
@@ -575,10 +796,27 @@ class LocalMetastore:
 
     def _write_conf(self) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
-        properties = hive_site_properties(self._data_dir)
+        if self._release.standalone:
+            properties = metastore_site_properties(self._data_dir, self._release, self._host)
+            site, log_config = "metastore-site.xml", "metastore-log4j2.properties"
+        else:
+            properties = hive_site_properties(self._data_dir)
+            site, log_config = "hive-site.xml", "hive-log4j2.properties"
         properties.update(self._hive_conf)
-        (self.conf_dir / "hive-site.xml").write_text(_hive_site_xml(properties))
-        (self.conf_dir / "hive-log4j2.properties").write_text(_LOG4J2_PROPERTIES)
+        (self.conf_dir / site).write_text(_hive_site_xml(properties))
+        (self.conf_dir / log_config).write_text(_LOG4J2_PROPERTIES)
+        if self._release.key == "4":
+            (self.conf_dir / _TXN_TABLES_FILE).write_text(HMS4_TXN_TABLES)
+
+    def _boot_script(self) -> str:
+        if self._release.key == "3.1":
+            return _BOOT_SCRIPT_3.format(port=self._port)
+        if self._release.key == "4":
+            url = f"jdbc:derby:;databaseName={self._data_dir / DERBY_DIR};create=true"
+            return _BOOT_SCRIPT_4.format(
+                port=self._port, jdbc_url=url, ddl_path=self.conf_dir / _TXN_TABLES_FILE
+            )
+        return _BOOT_SCRIPT.format(port=self._port)
 
     def _command(self, java: str, jars: Path) -> list[str]:
         return [
@@ -597,7 +835,7 @@ class LocalMetastore:
             _SCRIPT_RUNNER,
             "-te",
             "java.lang.Throwable",
-            _BOOT_SCRIPT.format(port=self._port),
+            self._boot_script(),
         ]
 
     def _write_state(self) -> None:
@@ -607,6 +845,7 @@ class LocalMetastore:
             "host": self._host,
             "heap": self._heap,
             "hive_conf": self._hive_conf,
+            "version": self.version,
             "uri": f"thrift://{self._host}:{self._port}",
             "log": str(self.log_path),
         }
