@@ -34,7 +34,14 @@ settings.register_profile(
 )
 settings.load_profile("lance-metastore")
 
-BACKENDS = ["glue", "hive2", "hive3"]
+BACKENDS = [
+    "glue",
+    "hive2",
+    "hive3",
+    # Real Hive Metastore 3.1 and 4.0 with real catalogs (fetched with Maven once per machine).
+    pytest.param("hive3_hms31", id="hive3-3.1"),
+    pytest.param("hive3_hms4", id="hive3-4"),
+]
 
 # Run the Hive tests against an existing metastore instead of starting one from the pyspark
 # wheel (e.g. a real Hive 3 or 4 metastore): thrift://host:port
@@ -99,6 +106,39 @@ def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield metastore
     finally:
         metastore.stop()
+
+
+def _standalone_metastore(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from lance_metastore.hms_local import LocalMetastore
+
+    metastore = LocalMetastore(tmp_path_factory.mktemp(f"hms{version}"), version=version)
+    metastore.start()
+    try:
+        yield metastore.uri
+    finally:
+        metastore.stop()
+
+
+@pytest.fixture(scope="session")
+def hms31_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Hive Metastore 3.1.3 (standalone, from Maven Central), once per session."""
+    yield from _standalone_metastore("3.1", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def hms4_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Hive Metastore 4.0.1 (standalone, from Maven Central), once per session."""
+    yield from _standalone_metastore("4", tmp_path_factory)
+
+
+@pytest.fixture
+def hive3_hms31(hms31_uri: str, tmp_path: Path) -> HiveHarness:
+    return HiveHarness(root=tmp_path / "lake", uri=hms31_uri, level=3, catalog="lmt")
+
+
+@pytest.fixture
+def hive3_hms4(hms4_uri: str, tmp_path: Path) -> HiveHarness:
+    return HiveHarness(root=tmp_path / "lake", uri=hms4_uri, level=3, catalog="lmt")
 
 
 @pytest.fixture

@@ -7,7 +7,18 @@
 
 Both share one connection pool per namespace object, filter Lance tables inside the metastore
 (``get_table_names_by_filter`` on ``table_type``) instead of fetching every table, and retry
-calls that are safe to repeat when a connection drops.
+calls that are safe to repeat when a connection drops. Tested on real HMS 2.3, 3.1 and 4.0;
+tables are read with ``get_table_req`` (HMS 4 dropped ``get_table``).
+
+A catalog-managed commit is a compare-and-set of the table's ``version`` parameter:
+
+- On HMS 4 it is one call: ``alter_table_req`` whose environment context names the expected
+  value (``expected_parameter_key``/``expected_parameter_value``); the metastore refuses the
+  alter when the value changed, in the same database transaction as the write.
+- Older metastores have no ``alter_table_req`` (Thrift answers "Invalid method"), which is how
+  the namespace finds out, once, on its first commit: a metastore that lacks the call can
+  never apply the alter unconditionally. There the commit takes the table's exclusive lock
+  (lock, get, alter, unlock; ``check_lock`` only while another writer holds it).
 """
 
 from __future__ import annotations
@@ -73,6 +84,16 @@ DB_OWNER_TYPE = "database.owner-type"
 CATALOG_DESCRIPTION = "catalog.description"
 CATALOG_LOCATION = "catalog.location-uri"
 
+# HMS 4's conditional alter (HiveAlterHandler): the environment context names a table parameter
+# and the value it must still have, and the refusal's message says the table was modified.
+CONDITION_KEY = "expected_parameter_key"
+CONDITION_VALUE = "expected_parameter_value"
+CONDITION_REFUSED = "The table has been modified"
+# The metastore checks one parameter, but a managed table's state is its version and its list
+# of deleted version records: every compare-and-set also counts this revision up, and the
+# conditional alter expects it (a table without one yet takes the lock path once).
+REVISION_KEY = "lance.catalog_revision"
+
 OWNER_TYPES = {"USER": 1, "ROLE": 2, "GROUP": 3}
 OWNER_TYPE_NAMES = {number: name for name, number in OWNER_TYPES.items()}
 
@@ -121,6 +142,8 @@ class _HiveNamespace(CatalogNamespace):
         self._pool: ConnectionPool | None = None
         self._user = settings["client.user"] or _login_name()
         self._catalog_api: bool | None = None
+        # Whether alter_table_req honours an expected parameter (HMS 4); None: not tried yet.
+        self._conditional_alter: bool | None = None
 
     def namespace_id(self) -> str:
         uris = ",".join(str(s) for s in self._servers)
@@ -329,8 +352,16 @@ class _HiveNamespace(CatalogNamespace):
         except ttypes.UnknownDBException:
             raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
 
+    def _get_table(self, path: Path, name: str) -> Any:
+        """The Thrift table, or None (``get_table_req``: HMS 2.3 to 4; 4 has no ``get_table``)."""
+        request = ttypes.GetTableRequest(
+            dbName=path[-1], tblName=name, catName=self._catalog_of(path)
+        )
+        response = self._get("get_table_req", request)
+        return None if response is None else response.table
+
     def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
-        table = self._get("get_table", self._db_ref(path), name)
+        table = self._get_table(path, name)
         if table is None:
             return None
         descriptor = table.sd
@@ -429,7 +460,7 @@ class _HiveNamespace(CatalogNamespace):
     def _catalog_update_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
     ) -> None:
-        current = self._get("get_table", self._db_ref(path), entry.name)
+        current = self._get_table(path, entry.name)
         if current is None:
             raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
         replacement = self._table_object(path, entry, columns)
@@ -442,16 +473,30 @@ class _HiveNamespace(CatalogNamespace):
     def _catalog_compare_and_set(
         self, path: Path, expected: TableEntry, parameters: dict[str, str]
     ) -> None:
-        """Read-check-alter under the metastore's exclusive table lock (always released)."""
+        """Set ``parameters`` if the table still has the expected version: in one conditional
+        alter where the metastore has it (HMS 4), else under its exclusive table lock."""
+        revision = expected.parameters.get(REVISION_KEY, "")
+        parameters = {
+            **parameters,
+            REVISION_KEY: str(int(revision) + 1 if revision.isdigit() else 1),
+        }
+        if (
+            revision
+            and self._conditional_alter is not False
+            and self._conditional_compare_and_set(path, expected, parameters)
+        ):
+            return
         lock_id = self._lock_table(path, expected.name)
         try:
-            current = self._get("get_table", self._db_ref(path), expected.name)
+            current = self._get_table(path, expected.name)
             if current is None:
                 raise TableNotFoundError(f"Table {describe((*path, expected.name))} does not exist")
             now = dict(current.parameters or {})
-            if versions.current_version(now) != versions.current_version(
-                expected.parameters
-            ) or now.get(versions.DELETED_KEY) != expected.parameters.get(versions.DELETED_KEY):
+            if (
+                versions.current_version(now) != versions.current_version(expected.parameters)
+                or now.get(versions.DELETED_KEY) != expected.parameters.get(versions.DELETED_KEY)
+                or now.get(REVISION_KEY) != expected.parameters.get(REVISION_KEY)
+            ):
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, expected.name))} changed concurrently"
                 )
@@ -473,9 +518,60 @@ class _HiveNamespace(CatalogNamespace):
         finally:
             self._unlock(lock_id)
 
+    def _conditional_compare_and_set(
+        self, path: Path, expected: TableEntry, parameters: dict[str, str]
+    ) -> bool:
+        """One ``alter_table_req`` that HMS 4 applies only if ``version`` is still the expected
+        one; False when the metastore lacks the call (then remembered: the lock path)."""
+        table = self._table_object(path, expected, expected.columns or None)
+        table.parameters = {**parameters, "EXTERNAL": "TRUE"}
+        if not expected.columns:
+            table.sd.cols = []
+        context = ttypes.EnvironmentContext(
+            properties={
+                CONDITION_KEY: REVISION_KEY,
+                CONDITION_VALUE: expected.parameters[REVISION_KEY],
+            }
+        )
+        request = ttypes.AlterTableRequest(
+            catName=self._catalog_of(path),
+            dbName=path[-1],
+            tableName=expected.name,
+            table=table,
+            environmentContext=context,
+        )
+        name = describe((*path, expected.name))
+        try:
+            self._call("alter_table_req", request, idempotent=False)
+        except TApplicationException as error:
+            if error.type != TApplicationException.UNKNOWN_METHOD:
+                raise
+            if self._conditional_alter is None:
+                logger.info("metastore has no conditional alter_table_req: commits take locks")
+            self._conditional_alter = False
+            return False
+        except ttypes.MetaException as error:
+            self._conditional_alter = True
+            if CONDITION_REFUSED in (error.message or ""):
+                raise ConcurrentModificationError(f"Table {name} changed concurrently") from None
+            raise
+        except ttypes.InvalidOperationException:
+            if self._get_table(path, expected.name) is None:
+                raise TableNotFoundError(f"Table {name} does not exist") from None
+            raise
+        except TRANSPORT_ERRORS as error:
+            # The outcome is unknown: read back whether this very commit took effect.
+            if not self._applied(path, expected.name, parameters):
+                logger.warning("commit to %s not applied: %s", name, error)
+                raise ConcurrentModificationError(
+                    f"Commit to table {name} was not applied ({type(error).__name__}); retry it"
+                ) from None
+        self._conditional_alter = True
+        return True
+
     def _applied(self, path: Path, name: str, parameters: dict[str, str]) -> bool:
         """Whether a failed alter took effect; a read-back that fails too propagates (17)."""
-        table = self._get("get_table", self._db_ref(path), name)
+        table = self._get_table(path, name)
         now = dict(table.parameters or {}) if table is not None else {}
         return versions.already_applied(now, parameters)
 

@@ -290,6 +290,9 @@ class HiveHarness(Harness):
 
     uri: str = ""
     level: int = 2  # 2: hive2, 3: hive3 (default catalog "hive" on HMS 2.x)
+    # Hive 3 on a metastore with catalogs (HMS 3.1+): the databases of the tests live in this
+    # catalog, made by reset(); None: the default catalog "hive".
+    catalog: str | None = None
 
     def __post_init__(self) -> None:
         self.name = f"hive{self.level}"
@@ -313,7 +316,15 @@ class HiveHarness(Harness):
         return HIVE_NAME.fullmatch(name) is not None
 
     def db(self, name: str) -> list[str]:
-        return ["hive", name] if self.level == 3 else [name]
+        if self.level == 2:
+            return [name]
+        return [self.catalog or "hive", name]
+
+    def _ref(self, db: list[str]) -> str:
+        """A database as the Thrift API names it (``@catalog#db`` outside the default)."""
+        if len(db) == 2 and db[0] != "hive" and self.catalog:
+            return f"@{db[0]}#{db[1]}"
+        return db[-1]
 
     def _client(self):
         from urllib.parse import urlparse
@@ -324,12 +335,33 @@ class HiveHarness(Harness):
         return thrift_client(first.hostname, first.port)
 
     def reset(self) -> None:
+        from pymetastore.hive_metastore import ttypes
+
         with self._client() as client:
             for database in client.get_all_databases():
                 if database != "default":
                     client.drop_database(database, False, True)
             for table in client.get_all_tables("default"):
                 client.drop_table("default", table, False)
+            if self.catalog is None:
+                return
+            for catalog in client.get_catalogs().names:
+                if catalog == "hive":
+                    continue
+                for database in client.get_databases(f"@{catalog}#"):
+                    client.drop_database(f"@{catalog}#{database}", False, True)
+                client.drop_catalog(ttypes.DropCatalogRequest(catalog))
+            location = (self.root / "_catalogs" / self.catalog).as_uri()
+            client.create_catalog(
+                ttypes.CreateCatalogRequest(ttypes.Catalog(name=self.catalog, locationUri=location))
+            )
+
+    def _table(self, client: Any, db: list[str], name: str) -> Any:
+        from pymetastore.hive_metastore import ttypes
+
+        catalog = db[0] if len(db) == 2 and self.catalog else None
+        request = ttypes.GetTableRequest(dbName=db[-1], tblName=name, catName=catalog)
+        return client.get_table_req(request).table
 
     def create_foreign_table(
         self,
@@ -339,49 +371,71 @@ class HiveHarness(Harness):
         table_type: str | None = "ICEBERG",
         kind: str = "EXTERNAL_TABLE",
     ) -> None:
+        catalog = db[0] if len(db) == 2 and self.catalog else None
+        table = foreign_hive_table(db[-1], name, location, table_type, catalog=catalog, kind=kind)
         with self._client() as client:
-            client.create_table(foreign_hive_table(db[-1], name, location, table_type, kind=kind))
+            client.create_table(table)
 
     def drop_foreign_table(self, db: list[str], name: str) -> None:
         with self._client() as client:
-            client.drop_table(db[-1], name, False)
+            client.drop_table(self._ref(db), name, False)
 
     def snapshot(self) -> dict[str, Any]:
+        from pymetastore.hive_metastore import ttypes
+
         state: dict[str, Any] = {"files": self.files()}
         with self._client() as client:
-            for name in client.get_all_databases():
-                database = client.get_database(name)
-                tables = {}
-                names = client.get_all_tables(name)
-                for table in client.get_table_objects_by_name(name, names) if names else []:
-                    descriptor = table.sd
-                    tables[table.tableName] = {
-                        "tableType": table.tableType,
-                        "parameters": dict(table.parameters or {}),
-                        "location": descriptor.location if descriptor else None,
-                        "cols": [
-                            (c.name, c.type, c.comment)
-                            for c in (descriptor.cols if descriptor and descriptor.cols else [])
-                        ],
-                        "owner": table.owner,
-                    }
-                state[f"database {name}"] = {
-                    "parameters": dict(database.parameters or {}),
-                    "description": database.description,
-                    "locationUri": database.locationUri,
-                    "owner": (database.ownerName, database.ownerType),
-                    "tables": tables,
-                }
+            catalogs = client.get_catalogs().names if self.catalog else ["hive"]
+            for catalog in catalogs:
+                if self.catalog:
+                    found = client.get_catalog(ttypes.GetCatalogRequest(catalog)).catalog
+                    state[f"catalog {catalog}"] = (found.description, found.locationUri)
+                self._snapshot_catalog(client, catalog, state)
         return state
+
+    def _snapshot_catalog(self, client: Any, catalog: str, state: dict[str, Any]) -> None:
+        from pymetastore.hive_metastore import ttypes
+
+        in_catalog = bool(self.catalog)
+        names = client.get_databases(f"@{catalog}#") if in_catalog else client.get_all_databases()
+        for name in names:
+            ref = f"@{catalog}#{name}" if in_catalog else name
+            database = client.get_database(ref)
+            tables = {}
+            table_names = client.get_all_tables(ref)
+            request = ttypes.GetTablesRequest(
+                dbName=name, tblNames=table_names, catName=catalog if in_catalog else None
+            )
+            found = client.get_table_objects_by_name_req(request).tables if table_names else []
+            for table in found:
+                descriptor = table.sd
+                tables[table.tableName] = {
+                    "tableType": table.tableType,
+                    "parameters": dict(table.parameters or {}),
+                    "location": descriptor.location if descriptor else None,
+                    "cols": [
+                        (c.name, c.type, c.comment)
+                        for c in (descriptor.cols if descriptor and descriptor.cols else [])
+                    ],
+                    "owner": table.owner,
+                }
+            key = f"database {catalog}.{name}" if in_catalog else f"database {name}"
+            state[key] = {
+                "parameters": dict(database.parameters or {}),
+                "description": database.description,
+                "locationUri": database.locationUri,
+                "owner": (database.ownerName, database.ownerType),
+                "tables": tables,
+            }
 
     def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
         with self._client() as client:
-            table = client.get_table(db[-1], name)
+            table = self._table(client, db, name)
         return [(c.name, c.type) for c in table.sd.cols or []]
 
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
         with self._client() as client:
-            return dict(client.get_table(db[-1], name).parameters or {})
+            return dict(self._table(client, db, name).parameters or {})
 
 
 def foreign_hive_table(
