@@ -1,7 +1,9 @@
 """Hive-specific behaviour of Hive2Namespace and Hive3Namespace.
 
-- Hive 3 catalogs, against the HMS 3 emulator (tests/support/hms3_emulator.py), or against a
-  real Hive 3/4 metastore named by ``LANCE_METASTORE_TEST_HMS3_URI`` (thrift://host:port);
+- Hive 3 catalogs, against real Hive Metastores 3.1 and 4.0 (started once per session, see
+  conftest.py), or against the one named by ``LANCE_METASTORE_TEST_HMS3_URI``
+  (thrift://host:port); the HMS 3 emulator (tests/support/hms3_emulator.py) only for the
+  tests marked ``hms3_emulator``, which count calls;
 - configuration, database property mapping, the connection pool, lost connections, fail-over,
   server-side filtering and catalog columns, against the real Hive Metastore 2.3 of the
   session (``hive_metastore_uri``) and, for restarts, the spare one (``spare_metastore``).
@@ -122,13 +124,21 @@ def thrift_calls(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 # =============================================================================================
 
 
-@pytest.fixture(scope="module")
-def hms3() -> Iterator[SimpleNamespace]:
+HMS3_SERVERS = {"3.1": "hms31_uri", "4": "hms4_uri"}
+
+
+@pytest.fixture(scope="module", params=[*HMS3_SERVERS, "emulator"])
+def hms3(request: pytest.FixtureRequest) -> Iterator[SimpleNamespace]:
+    if request.param == "emulator":
+        with Hms3Emulator() as emulator:
+            yield SimpleNamespace(uri=emulator.uri, emulator=emulator)
+        return
     if os.environ.get(HMS3_URI_ENV):
+        if request.param != "3.1":
+            pytest.skip(f"{HMS3_URI_ENV} names the one metastore to test")
         yield SimpleNamespace(uri=os.environ[HMS3_URI_ENV], emulator=None)
         return
-    with Hms3Emulator() as emulator:
-        yield SimpleNamespace(uri=emulator.uri, emulator=emulator)
+    yield SimpleNamespace(uri=request.getfixturevalue(HMS3_SERVERS[request.param]), emulator=None)
 
 
 def _wipe_catalog(uri: str, catalog: str) -> None:
@@ -141,7 +151,11 @@ def _wipe_catalog(uri: str, catalog: str) -> None:
 
 
 @pytest.fixture
-def ns3(hms3: SimpleNamespace, tmp_path: Path) -> Iterator[Hive3Namespace]:
+def ns3(
+    hms3: SimpleNamespace, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[Hive3Namespace]:
+    if hms3.emulator is not None and not request.node.get_closest_marker("hms3_emulator"):
+        pytest.skip("covered by the real Hive Metastores 3.1 and 4")
     if hms3.emulator is not None:
         hms3.emulator.reset()
     else:
@@ -252,7 +266,8 @@ def test_tables_in_a_catalog_with_pylance(ns3, hms3, tmp_path):
     assert described.location == str(tmp_path / "lake" / CATALOG / "db" / "t.lance")
     ns3.table_exists({"id": table_id})
     with RawClient(hms3.uri) as client:
-        raw = client.get_table(f"@{CATALOG}#db", "t")
+        request = ttypes.GetTableRequest(dbName="db", tblName="t", catName=CATALOG)
+        raw = client.get_table_req(request).table
     assert (raw.catName, raw.dbName, raw.tableType) == (CATALOG, "db", "EXTERNAL_TABLE")
     assert raw.parameters["table_type"] == "lance"
     assert [(c.name, c.type) for c in raw.sd.cols] == [("id", "bigint"), ("name", "string")]
@@ -285,6 +300,7 @@ def test_tables_in_a_catalog_with_pylance(ns3, hms3, tmp_path):
     assert lance.dataset(described.location).count_rows() == 6
 
 
+@pytest.mark.hms3_emulator
 def test_listing_a_catalog_database_is_one_filtered_call(ns3, hms3, tmp_path):
     emulator = emulator_only(hms3)
     make_catalog(ns3, tmp_path)
@@ -298,7 +314,7 @@ def test_listing_a_catalog_database_is_one_filtered_call(ns3, hms3, tmp_path):
     emulator.calls.clear()
     assert ns3.list_tables({"id": [CATALOG, "db"]}).tables == [f"t{i}" for i in range(5)]
     assert emulator.calls["get_table_names_by_filter"] == 1
-    assert emulator.calls["get_table"] == 0 and emulator.calls["get_all_tables"] == 0
+    assert emulator.calls["get_table_req"] == 0 and emulator.calls["get_all_tables"] == 0
 
 
 def test_drop_catalog_restrict_and_cascade(ns3, hms3, tmp_path):
