@@ -6,7 +6,8 @@ real server cannot be made to show: how many calls of each kind a client made (`
 a test can prove a listing is one filtered call and never reads tables one by one). This
 module serves the part of Hive 3's Thrift API that catalog-aware clients use, with the
 generated service code of pymetastore (``ThriftHiveMetastore.Processor``) over a
-``TThreadedServer`` on 127.0.0.1 (binary protocol, buffered transport), so clients talk to it exactly as to a real metastore::
+``TThreadedServer`` on 127.0.0.1 (binary protocol, buffered transport), so clients talk
+to it exactly as to a real metastore::
 
     with Hms3Emulator() as hms:
         connect("hive3", {"uri": hms.uri, ...})
