@@ -281,3 +281,47 @@ def test_pyspark_ships_hive_metastore_and_derby() -> None:
     jars = find_pyspark_jars()
     assert any(jars.glob("hive-metastore-2.3.*.jar"))
     assert any(jars.glob("derby-*.jar"))
+
+
+# --------------------------------------------------------------------------------------------
+# Releases (the metastores themselves run in the session fixtures hms31_uri and hms4_uri)
+# --------------------------------------------------------------------------------------------
+
+
+def test_unknown_version_is_refused(tmp_path):
+    from lance_metastore.hms_local import LocalMetastore, MetastoreError
+
+    with pytest.raises(MetastoreError, match="unknown Hive Metastore version '9'"):
+        LocalMetastore(tmp_path, version="9")
+
+
+def test_version_is_recorded_for_later_processes(hms4_uri, tmp_path_factory):
+    from lance_metastore.hms_local import LocalMetastore
+
+    data_dirs = [p for p in tmp_path_factory.getbasetemp().iterdir() if p.name.startswith("hms4")]
+    found = LocalMetastore.from_data_dir(data_dirs[0])
+    assert (found.version, found.release_version, found.uri) == ("4", "4.0.1", hms4_uri)
+    assert found.status().running and found.status().version == "4"
+    assert "version='4'" in repr(found)
+
+
+def test_a_data_dir_keeps_its_release(hms31_uri, tmp_path_factory):
+    from lance_metastore.hms_local import LocalMetastore, MetastoreError
+
+    data_dir = next(
+        p for p in tmp_path_factory.getbasetemp().iterdir() if p.name.startswith("hms3.1")
+    )
+    with pytest.raises(MetastoreError, match=r"holds a Hive Metastore 3\.1 database"):
+        LocalMetastore(data_dir, version="4").start()
+
+
+def test_offline_fetch_names_the_missing_artifact(tmp_path, monkeypatch):
+    from lance_metastore.hms_dist import HiveRelease, ReleaseFetchError, fetch_release
+
+    monkeypatch.setenv("LANCE_METASTORE_HMS_CACHE", str(tmp_path / "cache"))
+    missing = HiveRelease("x", "0.0-none", ("org.apache.hive:hive-standalone-metastore:0.0-none",))
+    with pytest.raises(ReleaseFetchError) as caught:
+        fetch_release(missing, offline=True)  # Maven's own repository, never the network
+    message = str(caught.value)
+    assert "hive-standalone-metastore" in message and "0.0-none" in message
+    assert not (tmp_path / "cache" / "0.0-none" / "lib").exists()  # nothing half-fetched kept

@@ -1226,6 +1226,7 @@ def hms_data_dir(option: Path | None) -> Path:
 
 def status_document(status: Any) -> dict[str, Any]:
     return {
+        "version": getattr(status, "version", None),
         "running": status.running,
         "uri": status.uri,
         "pid": status.pid,
@@ -1245,6 +1246,15 @@ def hms_start(
     exist_ok: Annotated[
         bool, typer.Option("--exist-ok", help="Succeed if it already runs there.")
     ] = False,
+    version: Annotated[
+        str | None,
+        typer.Option(
+            "--version",
+            metavar="2.3|3.1|4",
+            help="Hive Metastore release: 2.3 (pyspark's, the default), 3.1 or 4 (fetched "
+            "once with Maven). Default: the one the data directory holds.",
+        ),
+    ] = None,
     json_flag: JsonFlag = False,
 ) -> None:
     """Start a local Hive Metastore in the background and print its thrift:// uri."""
@@ -1255,10 +1265,12 @@ def hms_start(
         directory = hms_data_dir(data_dir)
         try:
             metastore = LocalMetastore.from_data_dir(directory)
-            if port and metastore.port != port and not metastore.is_running():
-                metastore = LocalMetastore(directory, port=port)
+            wanted = version or metastore.version
+            changed = (port and metastore.port != port) or wanted != metastore.version
+            if changed and not metastore.is_running():
+                metastore = LocalMetastore(directory, port=port, version=wanted)
         except FileNotFoundError:
-            metastore = LocalMetastore(directory, port=port)
+            metastore = LocalMetastore(directory, port=port, version=version or "2.3")
         already = False
         try:
             with spinner(state, f"starting the metastore in {directory}"):

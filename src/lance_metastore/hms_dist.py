@@ -129,10 +129,18 @@ def cached_lib(chosen: HiveRelease) -> Path | None:
     return lib if (release_dir(chosen) / _COMPLETE_MARKER).is_file() else None
 
 
-def fetch_release(chosen: HiveRelease, *, quiet: bool = True) -> Path:
+def fetch_release(
+    chosen: HiveRelease,
+    *,
+    quiet: bool = True,
+    offline: bool = False,
+    maven_repository: Path | None = None,
+) -> Path:
     """The directory holding every jar of ``chosen``, fetched with Maven on first use.
 
     Concurrent callers (several test sessions) wait for one download instead of racing.
+    ``offline`` uses only Maven's local repository (``maven_repository``, default
+    ``~/.m2/repository``), never the network.
     """
     if chosen.bundled:
         raise ValueError(f"Hive Metastore {chosen.key} ships with pyspark; nothing to fetch")
@@ -160,6 +168,8 @@ def fetch_release(chosen: HiveRelease, *, quiet: bool = True) -> Path:
                 mvn,
                 "-B",
                 *(["-q"] if quiet else []),
+                *(["-o"] if offline else []),
+                *([f"-Dmaven.repo.local={maven_repository}"] if maven_repository else []),
                 "-f",
                 str(pom),
                 "dependency:copy-dependencies",
@@ -222,7 +232,7 @@ def _explain_failure(chosen: HiveRelease, output: str) -> str:
     what = missing.group(1) if missing else ", ".join(chosen.artifacts)
     offline = any(
         hint in output
-        for hint in ("UnknownHost", "Could not transfer", "Connection refused", "offline")
+        for hint in ("UnknownHost", "Could not transfer", "Connection refused", "offline mode")
     )
     reason = "Maven Central is unreachable (offline?)" if offline else "Maven failed"
     tail = "\n".join(line for line in output.splitlines() if "ERROR" in line)[-2000:]

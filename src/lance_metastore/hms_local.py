@@ -293,6 +293,7 @@ class MetastoreStatus:
     process_alive: bool
     responding: bool
     log_path: Path
+    version: str = DEFAULT_VERSION
 
     @property
     def running(self) -> bool:
@@ -734,6 +735,7 @@ class LocalMetastore:
             process_alive=pid is not None,
             responding=responding,
             log_path=self.log_path,
+            version=self.version,
         )
 
     def client(
