@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Make sure a Java 17+ runtime is on PATH. The tests' Hive Metastore
-# (src/lance_metastore/hms_local.py) is a JVM running from the pyspark jars, and Spark 4 needs
-# Java 17. Installs openjdk-17-jre-headless with apt (Debian/Ubuntu) when java is missing or
-# older, as root or through sudo.
+# Make sure a Java 17+ runtime and Maven are on PATH. The tests' Hive Metastores
+# (src/lance_metastore/hms_local.py) are JVMs: 2.3 from the pyspark jars, 3.1 and 4.0 fetched
+# with Maven (src/lance_metastore/hms_dist.py); Spark 4 needs Java 17 and every one of these
+# metastores runs on it. Installs openjdk-17-jre-headless and maven with apt (Debian/Ubuntu)
+# when missing, as root or through sudo.
 set -euo pipefail
 
 java_major() {
@@ -56,5 +57,17 @@ if ! have_java17; then
     fi
 fi
 
+if ! command -v mvn >/dev/null 2>&1; then
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "install-java: no apt-get; install Maven by hand" >&2
+        exit 1
+    fi
+    echo "install-java: installing maven"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends maven
+    hash -r
+fi
+
 echo "install-java: using $(command -v java)"
 java -version
+echo "install-java: using $(command -v mvn)"

@@ -122,6 +122,8 @@ def test_register_as_managed_starts_at_the_dataset_version(backend: Harness, tmp
 
 
 def test_concurrent_writers_lose_nothing(backend: Harness, managed):
+    """8 threads x 5 appends through pylance on one managed table: every append lands (Lance
+    retries each lost race within its 30 s window), none fails, history and rows exact."""
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
     writers, appends = 8, 5
@@ -134,7 +136,7 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
             try:
                 lance.write_dataset(ROWS, namespace_client=own, table_id=table_id, mode="append")
                 landed[index] += 1
-            except Exception as error:  # every failure must be a code-14 conflict
+            except Exception as error:
                 failures.append(error)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
@@ -142,15 +144,16 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
         thread.start()
     for thread in threads:
         thread.join(timeout=300)
-    for error in failures:
-        assert "14" in str(error) or "oncurrent" in str(error), error
-    total = 1 + sum(landed)
+    assert not any(thread.is_alive() for thread in threads)
+    assert failures == [], failures
+    assert sum(landed) == writers * appends
+    total = 1 + writers * appends
     versions = [v.version for v in ns.list_table_versions({"id": table_id}).versions]
     described = ns.describe_table({"id": table_id})
     on_storage = [v["version"] for v in lance.dataset(described.location).versions()]
     assert versions == list(range(1, total + 1)), (described.properties, on_storage)  # no gaps
+    assert on_storage == versions
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
-    assert sum(landed) + len(failures) == writers * appends
 
 
 WORKER = str(Path(__file__).parent / "support" / "commit_worker.py")

@@ -250,3 +250,30 @@ def _exclusive(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lance_metastore.hms_dist [VERSION ...]``: fetch releases ahead of time (CI,
+    scripts/setup.sh), so a test session never pays the download inside a test timeout."""
+    import sys
+
+    keys = (argv if argv is not None else sys.argv[1:]) or [
+        key for key, chosen in RELEASES.items() if not chosen.bundled
+    ]
+    for key in keys:
+        chosen = release(key)
+        if chosen.bundled:
+            print(f"Hive Metastore {chosen.version}: ships with pyspark, nothing to fetch")
+            continue
+        try:
+            lib = fetch_release(chosen)
+        except ReleaseFetchError as error:
+            print(error, file=sys.stderr)
+            return 1
+        size = release_size(chosen) / 2**20
+        print(f"Hive Metastore {chosen.version}: {lib} ({size:.0f} MiB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
