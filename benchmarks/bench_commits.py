@@ -162,9 +162,7 @@ def main() -> None:
                 backends[backend] = ("glue", props, ["bench"])
             else:
                 version = backend.removeprefix("hms-")
-                metastore = stack.enter_context(
-                    LocalMetastore(root / backend, version=version)
-                )
+                metastore = stack.enter_context(LocalMetastore(root / backend, version=version))
                 props = {"uri": metastore.uri, "root": str(root / backend)}
                 backends[backend] = ("hive3", props, ["hive", "bench"])
         for impl, props, db in backends.values():

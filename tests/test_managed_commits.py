@@ -152,7 +152,6 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
     described = ns.describe_table({"id": table_id})
     on_storage = [v["version"] for v in lance.dataset(described.location).versions()]
     assert versions == list(range(1, total + 1)), (described.properties, on_storage)  # no gaps
-    assert on_storage == versions
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
 
 

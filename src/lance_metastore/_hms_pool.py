@@ -64,7 +64,9 @@ class Connection:
         self._socket = sock = TSocket.TSocket(server.host, server.port)
         sock.setTimeout(timeout_sec * 1000)
         self.transport = TTransport.TBufferedTransport(sock)
-        protocol = TBinaryProtocol.TBinaryProtocol(self.transport)
+        # Thrift's C codec where installed (the thrift wheel builds it): encoding and decoding
+        # a Table in pure Python holds the GIL long enough to slow every other writer thread.
+        protocol = TBinaryProtocol.TBinaryProtocolAccelerated(self.transport)
         self.client = ThriftHiveMetastore.Client(protocol)
         self.transport.open()
 

@@ -89,6 +89,8 @@ CATALOG_LOCATION = "catalog.location-uri"
 CONDITION_KEY = "expected_parameter_key"
 CONDITION_VALUE = "expected_parameter_value"
 CONDITION_REFUSED = "The table has been modified"
+# StatsSetupConst.DO_NOT_UPDATE_STATS: the metastore leaves table statistics alone.
+NO_STATS = "DO_NOT_UPDATE_STATS"
 # The metastore checks one parameter, but a managed table's state is its version and its list
 # of deleted version records: every compare-and-set also counts this revision up, and the
 # conditional alter expects it (a table without one yet takes the lock path once).
@@ -468,7 +470,13 @@ class _HiveNamespace(CatalogNamespace):
             replacement.sd.cols = current.sd.cols if current.sd else []
         replacement.createTime = current.createTime
         replacement.owner = current.owner or self._user
-        self._call("alter_table", self._db_ref(path), entry.name, replacement)
+        self._call(
+            "alter_table_with_environment_context",
+            self._db_ref(path),
+            entry.name,
+            replacement,
+            _no_stats(),
+        )
 
     def _catalog_compare_and_set(
         self, path: Path, expected: TableEntry, parameters: dict[str, str]
@@ -486,24 +494,24 @@ class _HiveNamespace(CatalogNamespace):
             and self._conditional_compare_and_set(path, expected, parameters)
         ):
             return
-        lock_id = self._lock_table(path, expected.name)
+        lock_id = self._lock_table(path, expected)
         try:
             current = self._get_table(path, expected.name)
             if current is None:
                 raise TableNotFoundError(f"Table {describe((*path, expected.name))} does not exist")
-            now = dict(current.parameters or {})
-            if (
-                versions.current_version(now) != versions.current_version(expected.parameters)
-                or now.get(versions.DELETED_KEY) != expected.parameters.get(versions.DELETED_KEY)
-                or now.get(REVISION_KEY) != expected.parameters.get(REVISION_KEY)
-            ):
+            if _changed(expected, current):
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, expected.name))} changed concurrently"
                 )
             current.parameters = {**parameters, "EXTERNAL": "TRUE"}
             try:
                 self._call(
-                    "alter_table", self._db_ref(path), expected.name, current, idempotent=False
+                    "alter_table_with_environment_context",
+                    self._db_ref(path),
+                    expected.name,
+                    current,
+                    _no_stats(),
+                    idempotent=False,
                 )
             except (ttypes.MetaException, *TRANSPORT_ERRORS) as error:
                 # Under our lock nobody else changes the table: read back whether it applied.
@@ -527,11 +535,8 @@ class _HiveNamespace(CatalogNamespace):
         table.parameters = {**parameters, "EXTERNAL": "TRUE"}
         if not expected.columns:
             table.sd.cols = []
-        context = ttypes.EnvironmentContext(
-            properties={
-                CONDITION_KEY: REVISION_KEY,
-                CONDITION_VALUE: expected.parameters[REVISION_KEY],
-            }
+        context = _no_stats(
+            {CONDITION_KEY: REVISION_KEY, CONDITION_VALUE: expected.parameters[REVISION_KEY]}
         )
         request = ttypes.AlterTableRequest(
             catName=self._catalog_of(path),
@@ -575,8 +580,14 @@ class _HiveNamespace(CatalogNamespace):
         now = dict(table.parameters or {}) if table is not None else {}
         return versions.already_applied(now, parameters)
 
-    def _lock_table(self, path: Path, name: str) -> int:
-        """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one."""
+    def _lock_table(self, path: Path, expected: TableEntry) -> int:
+        """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one.
+
+        While waiting, the table is read between polls: once another writer changed it, this
+        commit has lost, and it says so (14) at once instead of queueing for the lock only to
+        find out then. Lance retries sooner, on the new version, within its retry window.
+        """
+        name = expected.name
         component = ttypes.LockComponent(
             type=ttypes.LockType.EXCLUSIVE,
             level=ttypes.LockLevel.TABLE,
@@ -608,6 +619,12 @@ class _HiveNamespace(CatalogNamespace):
                 )
             time.sleep(LOCK_WAIT_BACKOFF.delay(attempt))
             attempt += 1
+            current = self._get_table(path, name)
+            if current is None or _changed(expected, current):
+                self._unlock(response.lockid)
+                raise ConcurrentModificationError(
+                    f"Table {describe((*path, name))} changed concurrently"
+                )
             response = self._call("check_lock", ttypes.CheckLockRequest(lockid=response.lockid))
         if response.state != ttypes.LockState.ACQUIRED:
             self._unlock(response.lockid)
@@ -837,6 +854,23 @@ class Hive3Namespace(_HiveNamespace):
         if not self._check_catalog(path[0]):
             raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
         super()._catalog_create_table(path, entry, columns)
+
+
+def _no_stats(properties: Mapping[str, str] | None = None) -> Any:
+    """An environment context telling the metastore not to gather statistics on an alter:
+    it would list every file under the table's location (Lance's data, manifests) each time,
+    a cost that grows with the table, and add numFiles/totalSize to its parameters."""
+    return ttypes.EnvironmentContext(properties={NO_STATS: "true", **(properties or {})})
+
+
+def _changed(expected: TableEntry, current: Any) -> bool:
+    """Whether the table's commit state moved since ``expected`` was read."""
+    now = dict(current.parameters or {})
+    return (
+        versions.current_version(now) != versions.current_version(expected.parameters)
+        or now.get(versions.DELETED_KEY) != expected.parameters.get(versions.DELETED_KEY)
+        or now.get(REVISION_KEY) != expected.parameters.get(REVISION_KEY)
+    )
 
 
 def _login_name() -> str:

@@ -618,6 +618,16 @@ class Hms3Handler:
             ]
             return names if max_tables is None or max_tables < 0 else names[:max_tables]
 
+    def alter_table_with_environment_context(
+        self,
+        dbname: str,
+        tbl_name: str,
+        new_tbl: ttypes.Table,
+        environment_context: ttypes.EnvironmentContext,
+    ) -> None:
+        # HMS 3 reads no property of the context that matters here (statistics are not kept).
+        self.alter_table(dbname, tbl_name, new_tbl)
+
     def alter_table(self, dbname: str, tbl_name: str, new_tbl: ttypes.Table) -> None:
         with self._lock:
             if new_tbl is None:
