@@ -341,6 +341,47 @@ def test_drop_catalog_restrict_and_cascade(ns3, hms3, tmp_path):
     assert lance.dataset(location).count_rows() == 3  # deregistered, never deleted
 
 
+def test_managed_commits_on_real_metastores(ns3, hms3, thrift_calls, tmp_path):
+    """HMS 4: one conditional alter_table_req per commit, refused by the server when the table
+    changed; HMS 3.1 (no alter_table_req): the lock path. Owner and creation time are kept."""
+    make_catalog(ns3, tmp_path)
+    ns3.create_namespace({"id": [CATALOG, "db"]})
+    table_id = [CATALOG, "db", "t"]
+    ns3.declare_table({"id": table_id, "properties": {"managed_by": "impl"}})
+    lance.write_dataset(DATA, namespace_client=ns3, table_id=table_id, mode="append")
+    request = ttypes.GetTableRequest(dbName="db", tblName="t", catName=CATALOG)
+    with RawClient(hms3.uri) as client:
+        before = client.get_table_req(request).table
+    thrift_calls.counts.clear()
+    for _ in range(3):
+        lance.write_dataset(DATA, namespace_client=ns3, table_id=table_id, mode="append")
+    counts = thrift_calls.counts
+    with RawClient(hms3.uri) as client:
+        after = client.get_table_req(request).table
+    assert lance.dataset(namespace_client=ns3, table_id=table_id).count_rows() == 12
+    versions = [v.version for v in ns3.list_table_versions({"id": table_id}).versions]
+    assert versions == [1, 2, 3, 4]
+    assert (after.owner, after.createTime) == (before.owner, before.createTime)
+    assert "numFiles" not in after.parameters  # the metastore gathered no statistics
+    if counts["lock"]:  # HMS 3.1: lock, read, alter, unlock per commit
+        assert counts["lock"] == counts["unlock"] == 3 and counts["alter_table_req"] <= 1
+    else:  # HMS 4: one conditional call per commit, no lock
+        assert counts["alter_table_req"] == 3 and counts["unlock"] == 0
+
+        # The real server refuses an alter whose expected revision is stale.
+        stale = after.__class__(**vars(after))
+        stale.parameters = {**after.parameters, "version": "99"}
+        context = ttypes.EnvironmentContext(
+            {"expected_parameter_key": "lance.catalog_revision", "expected_parameter_value": "0"}
+        )
+        alter = ttypes.AlterTableRequest(
+            catName=CATALOG, dbName="db", tableName="t", table=stale, environmentContext=context
+        )
+        with RawClient(hms3.uri) as client, pytest.raises(ttypes.MetaException):
+            client.alter_table_req(alter)
+        assert ns3.describe_table({"id": table_id}).properties["version"] == "4"
+
+
 def test_default_catalog_cannot_be_dropped(ns3, hms3):
     keep = unique("keep")
     ns3.create_namespace({"id": ["hive", keep]})

@@ -89,6 +89,7 @@ CATALOG_LOCATION = "catalog.location-uri"
 CONDITION_KEY = "expected_parameter_key"
 CONDITION_VALUE = "expected_parameter_value"
 CONDITION_REFUSED = "The table has been modified"
+MAX_TABLE_ORIGINS = 4096
 # StatsSetupConst.DO_NOT_UPDATE_STATS: the metastore leaves table statistics alone.
 NO_STATS = "DO_NOT_UPDATE_STATS"
 # The metastore checks one parameter, but a managed table's state is its version and its list
@@ -146,6 +147,9 @@ class _HiveNamespace(CatalogNamespace):
         self._catalog_api: bool | None = None
         # Whether alter_table_req honours an expected parameter (HMS 4); None: not tried yet.
         self._conditional_alter: bool | None = None
+        # Owner and creation time of tables as last read: the one-call commit writes the whole
+        # table without reading it again, and must not change either (bounded, see below).
+        self._table_origins: dict[tuple[Path, str], tuple[str | None, int | None]] = {}
 
     def namespace_id(self) -> str:
         uris = ",".join(str(s) for s in self._servers)
@@ -366,6 +370,9 @@ class _HiveNamespace(CatalogNamespace):
         table = self._get_table(path, name)
         if table is None:
             return None
+        if len(self._table_origins) >= MAX_TABLE_ORIGINS:
+            self._table_origins.clear()
+        self._table_origins[path, name] = (table.owner, table.createTime)
         descriptor = table.sd
         return TableEntry(
             name=table.tableName,
@@ -531,10 +538,11 @@ class _HiveNamespace(CatalogNamespace):
     ) -> bool:
         """One ``alter_table_req`` that HMS 4 applies only if ``version`` is still the expected
         one; False when the metastore lacks the call (then remembered: the lock path)."""
-        table = self._table_object(path, expected, expected.columns or None)
+        table = self._table_object(path, expected, expected.columns)
         table.parameters = {**parameters, "EXTERNAL": "TRUE"}
-        if not expected.columns:
-            table.sd.cols = []
+        owner, created = self._table_origins.get((path, expected.name), (None, None))
+        table.owner = owner or table.owner
+        table.createTime = created if created is not None else table.createTime
         context = _no_stats(
             {CONDITION_KEY: REVISION_KEY, CONDITION_VALUE: expected.parameters[REVISION_KEY]}
         )
