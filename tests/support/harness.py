@@ -351,7 +351,9 @@ class HiveHarness(Harness):
                 for database in client.get_databases(f"@{catalog}#"):
                     client.drop_database(f"@{catalog}#{database}", False, True)
                 client.drop_catalog(ttypes.DropCatalogRequest(catalog))
-            location = (self.root / "_catalogs" / self.catalog).as_uri()
+            # Outside root: HMS makes a directory there for each database created without a
+            # location, which a snapshot of root's files would count as a change.
+            location = (self.root.parent / f"hms_catalog_{self.catalog}").as_uri()
             client.create_catalog(
                 ttypes.CreateCatalogRequest(ttypes.Catalog(name=self.catalog, locationUri=location))
             )
