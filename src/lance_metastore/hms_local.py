@@ -686,9 +686,11 @@ class LocalMetastore:
 
     def _refuse_other_release(self) -> None:
         # A Derby database holds one release's schema: never start another release on it.
+        recorded: LocalMetastore | None = None
         with contextlib.suppress(FileNotFoundError, MetastoreError):
             recorded = LocalMetastore.from_data_dir(self._data_dir)
-            if recorded.version != self.version and (self._data_dir / DERBY_DIR).exists():
+        if recorded is not None and recorded.version != self.version:
+            if (self._data_dir / DERBY_DIR).exists():
                 raise MetastoreError(
                     f"{self._data_dir} holds a Hive Metastore {recorded.version} database; "
                     f"use another data directory for version {self.version}"
