@@ -689,12 +689,13 @@ class LocalMetastore:
         recorded: LocalMetastore | None = None
         with contextlib.suppress(FileNotFoundError, MetastoreError):
             recorded = LocalMetastore.from_data_dir(self._data_dir)
-        if recorded is not None and recorded.version != self.version:
-            if (self._data_dir / DERBY_DIR).exists():
-                raise MetastoreError(
-                    f"{self._data_dir} holds a Hive Metastore {recorded.version} database; "
-                    f"use another data directory for version {self.version}"
-                )
+        if recorded is None or recorded.version == self.version:
+            return
+        if (self._data_dir / DERBY_DIR).exists():
+            raise MetastoreError(
+                f"{self._data_dir} holds a Hive Metastore {recorded.version} database; "
+                f"use another data directory for version {self.version}"
+            )
 
     def stop(self, timeout: float = 30) -> None:
         """Stop the metastore: SIGTERM (Hive shuts down cleanly), then SIGKILL after ``timeout``."""
