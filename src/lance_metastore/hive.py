@@ -32,6 +32,7 @@ from lance_namespace.errors import (
     ServiceUnavailableError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from pymetastore.hive_metastore import ttypes
@@ -41,6 +42,12 @@ from thrift.transport.TTransport import TTransportException
 
 from . import versions
 from ._hms_pool import ConnectionPool, parse_uris
+from ._hms_transport import (
+    SECURITY_PROPERTIES,
+    AuthenticationFailed,
+    KerberosUnavailable,
+    security_from_settings,
+)
 from .base import CatalogNamespace
 from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
 from .identifiers import NameRules, Path, describe
@@ -95,6 +102,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "client.lock-timeout-sec", "Longest wait for a table lock at commit", positive_float, 30.0
     ),
+    *SECURITY_PROPERTIES,
     ROOT,
     MANAGED_BY,
 )
@@ -117,6 +125,10 @@ class _HiveNamespace(CatalogNamespace):
             raise InvalidInputError(
                 f"{type(self).__name__}: invalid value for property 'uri': {error}"
             ) from None
+        try:
+            self._security = security_from_settings(settings)
+        except ValueError as error:
+            raise InvalidInputError(f"{type(self).__name__}: {error}") from None
         self._pool_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._user = settings["client.user"] or _login_name()
@@ -137,6 +149,7 @@ class _HiveNamespace(CatalogNamespace):
                         self._servers,
                         self._settings["client.pool-size"],
                         self._settings["client.socket-timeout-sec"],
+                        self._security,
                     )
                     # A namespace dropped without close() still gives its connections back.
                     weakref.finalize(self, self._pool.close)
@@ -174,6 +187,10 @@ class _HiveNamespace(CatalogNamespace):
             return None
 
     def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
+        if isinstance(error, AuthenticationFailed):
+            return UnauthenticatedError(f"Not authenticated to {context}: {error}")
+        if isinstance(error, KerberosUnavailable):
+            return ServiceUnavailableError(f"Kerberos unavailable to {context}: {error}")
         if isinstance(error, TRANSPORT_ERRORS):
             return ServiceUnavailableError(f"Hive Metastore unreachable to {context}: {error}")
         if isinstance(error, TApplicationException):
