@@ -143,11 +143,13 @@ class KerberosLogin:
                     f"Kerberos login of {self.settings.client_description()} failed",
                     _gssapi_message(error),
                 ) from None
-        previous = gssapi.raw.krb5_ccache_name(self._cache.encode())
+        gssapi.raw.krb5_ccache_name(self._cache.encode())
         try:
             yield
         finally:
-            gssapi.raw.krb5_ccache_name(previous)
+            # None, not the name it returned: that is the default resolved at the time, and
+            # pinning it would hide a later KRB5CCNAME from this thread for good.
+            gssapi.raw.krb5_ccache_name(None)
 
 
 def _gssapi_message(error: Any) -> str:
@@ -255,6 +257,22 @@ def security_from_settings(settings: Settings) -> Security:
     else:
         _refuse_unused(settings, tls_names, "client.tls is not true")
     return Security(tls=context, kerberos=login)
+
+
+def security_hint(error: BaseException, security: Security) -> str:
+    """A hint for a transport error that looks like a client/server security mismatch.
+
+    A Kerberos-secured metastore closes a plain connection at once; a TLS one answers plain
+    Thrift with bytes that read as an absurd message length.
+    """
+    text = str(error)
+    if (
+        security.kerberos is None
+        and security.tls is None
+        and ("read 0 bytes" in text or "Length exceeded" in text or "max allowed" in text)
+    ):
+        return " (does this metastore require Kerberos or TLS? see client.auth, client.tls)"
+    return ""
 
 
 def _refuse_unused(settings: Settings, names: list[str], reason: str) -> None:

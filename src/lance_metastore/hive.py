@@ -47,6 +47,7 @@ from ._hms_transport import (
     AuthenticationFailed,
     KerberosUnavailable,
     security_from_settings,
+    security_hint,
 )
 from .base import CatalogNamespace
 from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
@@ -192,7 +193,11 @@ class _HiveNamespace(CatalogNamespace):
         if isinstance(error, KerberosUnavailable):
             return ServiceUnavailableError(f"Kerberos unavailable to {context}: {error}")
         if isinstance(error, TRANSPORT_ERRORS):
-            return ServiceUnavailableError(f"Hive Metastore unreachable to {context}: {error}")
+            uris = ",".join(str(s) for s in self._servers)
+            return ServiceUnavailableError(
+                f"Hive Metastore {uris} unreachable to {context}: {error}"
+                f"{security_hint(error, self._security)}"
+            )
         if isinstance(error, TApplicationException):
             if error.type == TApplicationException.UNKNOWN_METHOD:
                 return UnsupportedOperationError(

@@ -74,10 +74,12 @@ class Kdc:
         }
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start the KDC; a restart keeps the port, the realm and its principals."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
-        self._write_conf()
-        self._run(_find("kdb5_util"), "create", "-s", "-r", self.realm, "-P", _MASTER_PASSWORD)
+        if not self.port:
+            self.port = _free_port()
+            self._write_conf()
+            self._run(_find("kdb5_util"), "create", "-s", "-r", self.realm, "-P", _MASTER_PASSWORD)
         log = (self.directory / "krb5kdc.stdout").open("ab")
         self._process = subprocess.Popen(
             [_find("krb5kdc") or "krb5kdc", "-n", "-r", self.realm],

@@ -16,6 +16,7 @@ import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lance_metastore.hms_local import LocalMetastore
 
@@ -54,6 +55,24 @@ def probe_with(properties: Mapping[str, str]):
             namespace.close()
 
     return probe
+
+
+@contextlib.contextmanager
+def secured_thrift_client(uri: str, properties: Mapping[str, str]) -> Iterator[Any]:
+    """A raw Thrift client of the metastore at ``uri``, authenticated as ``properties`` say.
+
+    The harness reads and resets the catalog with it, next to (not through) the namespace.
+    """
+    from lance_metastore._hms_pool import Connection, parse_uris
+    from lance_metastore._hms_transport import SECURITY_PROPERTIES, security_from_settings
+    from lance_metastore.config import parse_properties
+
+    settings = parse_properties("test client", properties, SECURITY_PROPERTIES)
+    connection = Connection(parse_uris(uri)[0], 30.0, security_from_settings(settings))
+    try:
+        yield connection.client
+    finally:
+        connection.close()
 
 
 @dataclass
