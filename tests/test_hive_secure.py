@@ -123,6 +123,22 @@ def test_keytab_login_renews_an_expired_ticket(kdc, kerberized_metastore) -> Non
     ns.close()
 
 
+def test_privacy_protection_encrypts_every_frame(kdc, tmp_path_factory, tmp_path) -> None:
+    """hadoop.rpc.protection=privacy: SASL negotiates auth-conf and pure-sasl wraps frames."""
+    from support.secure_hms import kerberized_metastore
+
+    with kerberized_metastore(kdc, tmp_path_factory.mktemp("hms_privacy"), "privacy") as hms:
+        props = {"uri": hms.uri, "root": str(tmp_path), **hms.client_properties()}
+        ns = Hive2Namespace(**props)
+        ns.create_namespace(CreateNamespaceRequest(id=["krb_private"]))
+        location = ns.declare_table(DeclareTableRequest(id=["krb_private", "t"])).location
+        lance.write_dataset(pa.table({"x": list(range(10))}), location)
+        assert ns.list_tables(ListTablesRequest(id=["krb_private"])).tables == ["t"]
+        with ns.pool.connection() as connection:
+            assert connection.transport.sasl.qop == b"auth-conf"
+        ns.close()
+
+
 def test_pickled_namespace_logs_in_again(kerberos_props) -> None:
     ns = Hive2Namespace(**kerberos_props)
     copy = pickle.loads(pickle.dumps(ns))

@@ -23,9 +23,10 @@ the server and never a keytab's contents. The pool does not retry it on the same
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 import ssl
 import threading
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,9 @@ def require_kerberos_libraries() -> None:
         ) from None
 
 
+_LOGIN_LOCKS: dict[str, threading.Lock] = {}
+
+
 class KerberosLogin:
     """Keeps this namespace's own ticket, from its keytab, in a private in-memory cache.
 
@@ -118,8 +122,12 @@ class KerberosLogin:
 
     def __init__(self, settings: KerberosSettings) -> None:
         self.settings = settings
-        self._cache = f"MEMORY:lance-metastore-{uuid.uuid4().hex}"
-        self._lock = threading.Lock()
+        # One cache per principal and keytab in the process: namespaces that log in alike
+        # share their ticket, and memory caches (which live until the process ends) stay few.
+        key = f"{settings.principal}\0{os.path.abspath(settings.keytab or '')}"
+        digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+        self._cache = f"MEMORY:lance-metastore-{digest}"
+        self._lock = _LOGIN_LOCKS.setdefault(self._cache, threading.Lock())
 
     @contextlib.contextmanager
     def current(self) -> Iterator[None]:
@@ -333,6 +341,7 @@ def _sasl_handshake(
     sock: TSocket.TSocket, host: str, login: KerberosLogin, server: str
 ) -> TTransport.TTransportBase:
     import kerberos
+    from puresasl import SASLError, SASLProtocolException
 
     settings = login.settings
     service = settings.server_principal(host)
@@ -354,6 +363,8 @@ def _sasl_handshake(
             raise _kerberos_failure(
                 f"Kerberos authentication of {who} failed", _kerberos_message(error)
             ) from None
+        except (SASLError, SASLProtocolException) as error:  # e.g. no common protection
+            raise AuthenticationFailed(f"SASL negotiation of {who} failed: {error}") from None
         except TTransport.TTransportException as error:
             if error.type == TTransport.TTransportException.END_OF_FILE:
                 raise AuthenticationFailed(

@@ -96,10 +96,20 @@ class KerberizedMetastore:
 
 
 @contextlib.contextmanager
-def kerberized_metastore(kdc: Kdc, data_dir: Path) -> Iterator[KerberizedMetastore]:
-    """A kerberized HMS whose principal is ``hive/127.0.0.1@REALM``, and a client keytab."""
-    service_keytab = kdc.add_principal(HMS_SERVICE)
-    client_keytab = kdc.add_principal(CLIENT)
+def kerberized_metastore(
+    kdc: Kdc, data_dir: Path, protection: str = "authentication"
+) -> Iterator[KerberizedMetastore]:
+    """A kerberized HMS whose principal is ``hive/127.0.0.1@REALM``, and a client keytab.
+
+    ``protection`` is Hadoop's ``hadoop.rpc.protection``: ``authentication`` (SASL QOP auth),
+    ``integrity`` (auth-int) or ``privacy`` (auth-conf, every frame encrypted).
+    """
+    service_keytab = kdc.directory / "hive_127.0.0.1.keytab"
+    if not service_keytab.exists():
+        kdc.add_principal(HMS_SERVICE)
+    client_keytab = kdc.directory / f"{CLIENT}.keytab"
+    if not client_keytab.exists():
+        kdc.add_principal(CLIENT)
     client = KerberizedMetastore(kdc, None, kdc.principal(CLIENT), client_keytab)  # type: ignore[arg-type]
     metastore = LocalMetastore(
         data_dir,
@@ -108,7 +118,10 @@ def kerberized_metastore(kdc: Kdc, data_dir: Path) -> Iterator[KerberizedMetasto
             "hive.metastore.kerberos.keytab.file": str(service_keytab),
             "hive.metastore.kerberos.principal": kdc.principal(HMS_SERVICE),
         },
-        core_conf={"hadoop.security.authentication": "kerberos"},
+        core_conf={
+            "hadoop.security.authentication": "kerberos",
+            "hadoop.rpc.protection": protection,
+        },
         jvm_options=[f"-Djava.security.krb5.conf={kdc.krb5_conf}"],
         probe=probe_with(client.client_properties()),
     )
