@@ -176,12 +176,25 @@ def test_expired_ticket_is_unauthenticated(kdc, kerberized_metastore, tmp_path, 
     assert "expired" in str(error).lower() and "hive/127.0.0.1" in str(error)
 
 
-def test_unknown_server_principal_is_unauthenticated(kerberos_props) -> None:
-    ns = Hive2Namespace(**kerberos_props, **{"client.kerberos.service-name": "nothive"})
-    error = failure(ns.list_namespaces, ROOT)
-    assert error.code == ErrorCode.UNAUTHENTICATED
-    assert "nothive/127.0.0.1" in str(error)
-    assert "not found in Kerberos database" in str(error)
+def test_unknown_server_principal_is_unauthenticated_and_not_retried(kdc, kerberos_props):
+    def asked_for(service: str) -> int:  # ticket requests for it, in the KDC's own log
+        return (kdc.directory / "krb5kdc.log").read_text().count(f"{service}/127.0.0.1@")
+
+    per_attempt = {}
+    for retries in ("1", "5"):
+        service = f"nothive{retries}"
+        ns = Hive2Namespace(
+            **kerberos_props,
+            **{"client.kerberos.service-name": service, "client.retries": retries},
+        )
+        before = asked_for(service)
+        error = failure(ns.list_namespaces, ROOT)
+        assert error.code == ErrorCode.UNAUTHENTICATED
+        assert f"{service}/127.0.0.1" in str(error)
+        assert "not found in Kerberos database" in str(error)
+        per_attempt[retries] = asked_for(service) - before
+    # One authentication attempt per call, whatever client.retries says.
+    assert per_attempt["1"] == per_attempt["5"] >= 1
 
 
 def test_keytab_without_the_principal_is_unauthenticated_and_hides_the_keys(
