@@ -12,12 +12,19 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-if command -v krb5-config >/dev/null 2>&1; then
+# The [kerberos] extra (in [test]) builds C extensions against the system's Kerberos library:
+# it needs krb5-config (libkrb5-dev), a C compiler and the interpreter's headers.
+can_build_kerberos() {
+  command -v krb5-config >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 &&
+    .venv/bin/python -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
+}
+if can_build_kerberos; then
   .venv/bin/python -m pip install --quiet -e ".[test]"
 else
-  # The [kerberos] extra builds against the system's Kerberos headers; without them install
-  # everything else of [test] (the Kerberos tests then skip).
-  echo "setup: no krb5-config (libkrb5-dev); installing [test] without the [kerberos] extra" >&2
+  # Install everything else of [test]; the Kerberos tests then skip.
+  echo "setup: cannot build the [kerberos] extra (libkrb5-dev, gcc, Python headers);" \
+    "installing [test] without it" >&2
   .venv/bin/python -m pip install --quiet -e .
   .venv/bin/python - <<'PY' | xargs .venv/bin/python -m pip install --quiet
 import re

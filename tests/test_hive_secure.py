@@ -477,3 +477,11 @@ def test_unreadable_ca_file_is_invalid_input(tmp_path: Path) -> None:
         )
     assert caught.value.code == ErrorCode.INVALID_INPUT
     assert str(bad) in str(caught.value)
+
+
+def test_kerberos_without_the_extra_says_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "kerberos", None)  # as if the extra were not installed
+    with pytest.raises(LanceNamespaceError) as caught:
+        Hive2Namespace(uri="thrift://127.0.0.1:9", **{"client.auth": "kerberos"})
+    assert caught.value.code == ErrorCode.INVALID_INPUT
+    assert "lance-metastore[kerberos]" in str(caught.value)

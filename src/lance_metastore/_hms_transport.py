@@ -236,10 +236,6 @@ def security_from_settings(settings: Settings) -> Security:
     tls_names = [p.name for p in SECURITY_PROPERTIES if p.name.startswith("client.tls.")]
     login = None
     if settings["client.auth"] == "kerberos":
-        try:
-            require_kerberos_libraries()
-        except ImportError as error:
-            raise ValueError(str(error)) from None
         kerberos = KerberosSettings(
             service_name=settings["client.kerberos.service-name"],
             server_host=settings["client.kerberos.server-host"],
@@ -251,6 +247,10 @@ def security_from_settings(settings: Settings) -> Security:
                 raise ValueError("client.kerberos.keytab needs client.kerberos.principal")
             if not Path(kerberos.keytab).is_file():
                 raise ValueError(f"client.kerberos.keytab: no such file {kerberos.keytab!r}")
+        try:
+            require_kerberos_libraries()
+        except ImportError as error:
+            raise ValueError(str(error)) from None
         login = KerberosLogin(kerberos)
     else:
         _refuse_unused(settings, kerberos_names, "client.auth is not kerberos")
