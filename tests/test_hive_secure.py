@@ -348,6 +348,8 @@ def test_spark_executors_authenticate(kdc, kerberized_metastore, tmp_path) -> No
     )
     assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
     assert "rows read back: 1000" in job.stdout
+    assert "managed rows read back: 1000" in job.stdout
+    assert "managed version 1 rows: 500" in job.stdout
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 tests/test_hive_secure.py (the realm's krb5.conf is in the environment before the JVM starts,
 as on a real cluster's nodes).
 
-Usage: kerberos_spark_job.py URI ROOT PRINCIPAL KEYTAB. The write names principal and keytab
-in its options (every executor logs in by itself); the read names neither and uses the ticket
-cache of ``KRB5CCNAME``, which local-mode executors inherit.
+Usage: kerberos_spark_job.py URI ROOT PRINCIPAL KEYTAB. The writes name principal and keytab
+in their options (every executor logs in by itself); the reads name neither and use the ticket
+cache of ``KRB5CCNAME``, which local-mode executors inherit. The catalog-managed table makes
+the executors talk to the metastore themselves.
 """
 
 from __future__ import annotations
@@ -40,7 +41,18 @@ def main(uri: str, root: str, principal: str, keytab: str) -> None:
         )
         back = spark.read.format("lance").options(**common).load("krb_spark$events")
         print(f"rows read back: {back.count()}")
-        print(f"sum of k: {back.agg(F.sum('k')).first()[0]}")
+        # managed_by=impl: the catalog keeps the versions, so executors open the table through
+        # a namespace of their own, which authenticates from the ticket cache on read.
+        managed = {"managed_by": "impl"}
+        for start in (0, 500):
+            part = spark.range(start, start + 500, 1, 2).select(F.col("id"))
+            part.write.format("lance").mode("append").options(**with_keytab, **managed).save(
+                "krb_spark$ledger"
+            )
+        ledger = spark.read.format("lance").options(**common, **managed).load("krb_spark$ledger")
+        print(f"managed rows read back: {ledger.count()}")
+        first = spark.read.format("lance").options(**common, **managed, version="1")
+        print(f"managed version 1 rows: {first.load('krb_spark$ledger').count()}")
     finally:
         spark.stop()
 
