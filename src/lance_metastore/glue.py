@@ -186,8 +186,9 @@ def _catalog_api_refusal(error: BaseException, endpoint: str | None) -> str | No
     response: dict[str, Any] = error.response  # type: ignore[attr-defined]
     status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     message = str(response.get("Error", {}).get("Message") or "")
+    answer = f"HTTP {status}" if code == str(status) else code
     if code in _PERMISSION:
-        return f"the caller may not use Glue's catalog API (GetCatalogs answered {code})"
+        return f"the caller may not use Glue's catalog API (GetCatalogs answered {answer})"
     where = f"the Glue endpoint {endpoint}" if endpoint else "the Glue endpoint"
     lacks = (
         code in _UNKNOWN_OPERATION
@@ -198,7 +199,7 @@ def _catalog_api_refusal(error: BaseException, endpoint: str | None) -> str | No
         or (status == 500 and code == "500" and endpoint is not None)
     )
     if lacks:
-        return f"{where} does not implement Glue's catalog API (GetCatalogs answered {code})"
+        return f"{where} does not implement Glue's catalog API (GetCatalogs answered {answer})"
     return None
 
 
