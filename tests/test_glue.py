@@ -1349,3 +1349,28 @@ def test_an_outage_during_the_probe_decides_nothing(glue: GlueHarness):
     ns.create_namespace({"id": ["cat"], "properties": {"glue.kind": "catalog"}})  # probed again
     assert ns.catalog_api().available
     assert ns.list_namespaces({"id": []}).namespaces == ["cat"]
+
+
+def _answer(code: str, status: int, message: str = "") -> ClientError:
+    """An error as botocore builds it from an endpoint's reply."""
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        },
+        "GetCatalogs",
+    )
+
+
+def test_a_bare_500_means_no_catalog_api_only_from_a_custom_endpoint():
+    from lance_metastore.glue import _catalog_api_refusal
+
+    bare = _answer("500", 500, "<!doctype html><title>500 Internal Server Error</title>")
+    assert "does not implement" in _catalog_api_refusal(bare, "http://127.0.0.1:1")
+    assert "HTTP 500" in _catalog_api_refusal(bare, "http://127.0.0.1:1")
+    assert _catalog_api_refusal(bare, None) is None  # AWS always sends an error document
+    outage = _answer("InternalServiceException", 500, "Internal service error")
+    assert _catalog_api_refusal(outage, "http://127.0.0.1:1") is None
+    assert _catalog_api_refusal(_answer("ThrottlingException", 400), None) is None
+    assert "may not use" in _catalog_api_refusal(_answer("AccessDeniedException", 400), None)
+    assert _catalog_api_refusal(_answer("UnknownOperationException", 400), None)
