@@ -75,7 +75,13 @@ class Connection:
         )
         # Thrift's C codec where installed (the thrift wheel builds it): encoding and decoding
         # a Table in pure Python holds the GIL long enough to slow every other writer thread.
-        protocol = TBinaryProtocol.TBinaryProtocolAccelerated(self.transport)
+        # Secured transports keep the pure-Python codec they were proven with.
+        codec = (
+            TBinaryProtocol.TBinaryProtocolAccelerated
+            if security == PLAIN
+            else TBinaryProtocol.TBinaryProtocol
+        )
+        protocol = codec(self.transport)
         self.client = ThriftHiveMetastore.Client(protocol)
 
     def is_stale(self) -> bool:
