@@ -70,6 +70,8 @@ class HiveRelease:
     version: str
     artifacts: tuple[str, ...] = ()
     lone_jars: tuple[str, ...] = ()
+    # group:artifact (``*`` for any) of dependencies the metastore never loads.
+    exclusions: tuple[str, ...] = ()
 
     @property
     def bundled(self) -> bool:
@@ -95,6 +97,14 @@ RELEASES: dict[str, HiveRelease] = {
         ),
         # The server's file handling names HDFS's SnapshotException, which lives here.
         lone_jars=("org.apache.hadoop:hadoop-hdfs:3.3.6",),
+        # A shaded copy of Hadoop's client API (hadoop-common has the classes), gRPC and the
+        # Kotlin HTTP client of optional exporters: 32 MiB a metastore never loads.
+        exclusions=(
+            "org.apache.hadoop:hadoop-client-api",
+            "io.grpc:*",
+            "com.squareup.okhttp3:*",
+            "org.jetbrains.kotlin:*",
+        ),
     ),
 }
 
@@ -199,7 +209,7 @@ def _pom(chosen: HiveRelease) -> str:
             f"<artifactId>{escape(artifact)}</artifactId></exclusion>"
         )
 
-    never = "".join(exclusion(*item.split(":")) for item in _NEVER_NEEDED)
+    never = "".join(exclusion(*item.split(":")) for item in (*_NEVER_NEEDED, *chosen.exclusions))
     dependencies = []
     wanted = [(c, never) for c in (*chosen.artifacts, _JANINO)]
     wanted += [(c, exclusion("*", "*")) for c in chosen.lone_jars]
