@@ -12,6 +12,7 @@ calls that are safe to repeat when a connection drops.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import logging
 import re
@@ -19,7 +20,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lance_namespace.errors import (
@@ -527,6 +528,59 @@ class _HiveNamespace(CatalogNamespace):
             pass  # expired or already released
         except Exception as error:
             logger.warning("could not release metastore lock %s: %s", lock_id, error)
+
+    @contextlib.contextmanager
+    def _locked_if_managed(self, path: Path, entry: TableEntry) -> Iterator[None]:
+        """The table's exclusive lock around a change of a catalog-managed table, so that a
+        concurrent commit (also under the lock) is neither undone nor lost."""
+        if not self._managed_versioning(entry):
+            yield
+            return
+        lock_id = self._lock_table(path, entry.name)
+        try:
+            yield
+        finally:
+            self._unlock(lock_id)
+
+    def _catalog_set_columns(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        with self._locked_if_managed(path, entry):
+            current = self._get("get_table", self._db_ref(path), entry.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            current.sd.cols = [
+                ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns
+            ]
+            self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+
+    def _catalog_rename_table(
+        self, path: Path, entry: TableEntry, new_path: Path, new_name: str
+    ) -> None:
+        """One ``alter_table`` carrying the new name and database: the metastore renames
+        atomically (an external table's location stays). Across catalogs it cannot."""
+        if self._catalog_of(path) != self._catalog_of(new_path):
+            raise InvalidInputError(
+                f"Cannot rename {describe((*path, entry.name))} into another catalog "
+                f"({describe(new_path)}): the metastore renames within a catalog"
+            )
+        with self._locked_if_managed(path, entry):
+            current = self._get("get_table", self._db_ref(path), entry.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            current.tableName = new_name
+            current.dbName = new_path[-1]
+            try:
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
+                if self._get("get_table", self._db_ref(new_path), new_name) is not None:
+                    raise TableAlreadyExistsError(
+                        f"Table {describe((*new_path, new_name))} already exists"
+                    ) from None
+                raise InvalidInputError(
+                    f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
+                    f"{getattr(error, 'message', error)}"
+                ) from None
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         try:
