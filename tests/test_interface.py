@@ -11,6 +11,8 @@ docs/conformance.md. Bad input is answered with the spec's code and changes noth
 from __future__ import annotations
 
 import io
+import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +23,7 @@ import pyarrow.ipc as ipc
 import pytest
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
-from support.harness import Harness
+from support.harness import GlueHarness, Harness
 
 DIM = 4
 ROWS = 300  # enough for a small IVF index
@@ -492,3 +494,392 @@ def test_errors_compared_with_the_directory_namespace(backend: Harness, ours, re
         if name not in REFERENCE_DIFFERENCES and answer != OUR_ANSWERS[name]
     }
     assert differing == {}
+
+
+@pytest.mark.parametrize("scenario", [lifecycle_scenario, data_scenario, index_scenario])
+def test_catalog_managed_tables_give_the_same_results(backend: Harness, reference, scenario):
+    """managed_by=impl: every change commits through the catalog's compare-and-set, and the
+    client sees exactly what it sees on the reference."""
+    ns = backend.connect(managed_by="impl")
+    db = backend.db("sales")
+    ns.create_namespace({"id": db})
+    assert scenario(ns, db) == scenario(*reference)
+    for table in ns.list_tables({"id": db}).tables:
+        described = ns.describe_table({"id": [*db, table]})
+        assert described.managed_versioning is True
+        latest = lance.dataset(namespace_client=ns, table_id=[*db, table]).version
+        assert described.properties["version"] == str(latest)
+
+
+def test_catalog_columns_follow_every_schema_change(backend: Harness, ours):
+    ns, db = ours
+    t = [*db, "evolving"]
+
+    def catalog_names() -> list[str]:
+        return [name for name, _ in backend.columns(db, "evolving")]
+
+    ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 3)))
+    assert catalog_names() == ["id", "name", "text", "vector"]
+    ns.alter_table_add_columns(
+        req("AlterTableAddColumnsRequest", id=t, new_columns=[{"name": "k", "expression": "id"}])
+    )
+    assert catalog_names() == ["id", "name", "text", "vector", "k"]
+    ns.alter_table_alter_columns(
+        req(
+            "AlterTableAlterColumnsRequest",
+            id=t,
+            alterations=[{"path": "k", "rename": "key", "data_type": {"type": "int32"}}],
+        )
+    )
+    assert backend.columns(db, "evolving")[-1] == ("key", "int")
+    ns.alter_table_drop_columns(req("AlterTableDropColumnsRequest", id=t, columns=["text"]))
+    assert catalog_names() == ["id", "name", "vector", "key"]
+    ns.restore_table(req("RestoreTableRequest", id=t, version=1))
+    assert catalog_names() == ["id", "name", "text", "vector"]
+    ns.insert_into_table(
+        req("InsertIntoTableRequest", id=t, mode="overwrite"), ipc_stream(pa.table({"only": [1]}))
+    )
+    assert catalog_names() == ["only"]
+
+
+def test_field_metadata(backend: Harness, ours):
+    """Not in the reference (it answers unsupported); the field's metadata after the change."""
+    ns, db = ours
+    t = [*db, "annotated"]
+    ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 3)))
+    answer = ns.update_field_metadata(
+        req(
+            "UpdateFieldMetadataRequest",
+            id=t,
+            updates=[{"path": "name", "metadata": {"pii": "no"}}],
+        )
+    )
+    assert answer.fields == {"name": {"pii": "no"}}
+    assert answer.version == 2
+    field = lance.dataset(namespace_client=ns, table_id=t).schema.field("name")
+    assert field.metadata == {b"pii": b"no"}
+    assert outcome(
+        lambda: ns.update_field_metadata(
+            req("UpdateFieldMetadataRequest", id=t, updates=[{"path": "nope", "metadata": {}}])
+        )
+    ) == ("error", "TABLE_COLUMN_NOT_FOUND")
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input changes nothing
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("managed_by", ["storage", "impl"])
+def test_bad_input_changes_nothing(backend: Harness, managed_by):
+    ns = backend.connect(managed_by=managed_by)
+    db = backend.db("sales")
+    ns.create_namespace({"id": db})
+    t = [*db, "strict"]
+    ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 6)))
+    ns.create_table(req("CreateTableRequest", id=[*db, "other"]), ipc_stream(table_data(0, 1)))
+    # The first read of a catalog-managed table lets Lance finish its own commit (it copies
+    # the staging manifest to its final name); settle that before comparing snapshots.
+    for table in (t, [*db, "other"]):
+        ns.count_table_rows(req("CountTableRowsRequest", id=table))
+    renames = {
+        "rename onto existing": lambda ns, t: ns.rename_table(
+            req("RenameTableRequest", id=t, new_table_name="other")
+        ),
+        "rename missing": lambda ns, t: ns.rename_table(
+            req("RenameTableRequest", id=[*t[:-1], "missing"], new_table_name="x")
+        ),
+        "rename into missing namespace": lambda ns, t: ns.rename_table(
+            req("RenameTableRequest", id=t, new_table_name="x", new_namespace_id=backend.db("nope"))
+        ),
+    }
+    expected = {
+        **OUR_ANSWERS,
+        "rename onto existing": ("error", "TABLE_ALREADY_EXISTS"),
+        "rename missing": ("error", "TABLE_NOT_FOUND"),
+        "rename into missing namespace": ("error", "NAMESPACE_NOT_FOUND"),
+    }
+    for name, call in {**BAD_CALLS, **renames}.items():
+        before = _settled(backend.snapshot())
+        assert outcome(lambda call=call: call(ns, t)) == expected[name], name
+        after = _settled(backend.snapshot())
+        assert after == before, (name, _difference(before, after))
+
+
+def _settled(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot without the manifest copies Lance makes each time it opens a catalog-managed
+    table (``<final>.manifest#N``: it "repairs" the staging manifest the catalog names). They
+    are Lance's, made by any read, and hold the same version (see docs/conformance.md)."""
+    files = {k: v for k, v in snapshot["files"].items() if not re.search(r"\.manifest#\d+$", k)}
+    return {**snapshot, "files": files}
+
+
+def _difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    files = {
+        path: (before["files"].get(path), after["files"].get(path))
+        for path in set(before["files"]) | set(after["files"])
+        if before["files"].get(path) != after["files"].get(path)
+    }
+    catalog = {
+        k: (before[k], after.get(k)) for k in before if k != "files" and before[k] != after.get(k)
+    }
+    return {"files": files, "catalog": catalog}
+
+
+# ---------------------------------------------------------------------------------------------
+# Concurrent writers on a catalog-managed table
+# ---------------------------------------------------------------------------------------------
+
+
+def test_two_merge_inserts_on_a_managed_table(backend: Harness):
+    """Both land, or one gets 14; no row is lost or doubled."""
+    ns = backend.connect(managed_by="impl")
+    db = backend.db("sales")
+    ns.create_namespace({"id": db})
+    t = [*db, "contended"]
+    ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 10)))
+    batches = {0: table_data(5, 10), 1: table_data(100, 10)}  # overlaps the table; disjoint
+    results: dict[int, Any] = {}
+    start = threading.Barrier(2)
+
+    def writer(index: int) -> None:
+        writer_ns = backend.connect(managed_by="impl")
+        start.wait()
+        results[index] = outcome(
+            lambda: writer_ns.merge_insert_into_table(
+                req(
+                    "MergeInsertIntoTableRequest",
+                    id=t,
+                    on=["id"],
+                    when_matched_update_all=True,
+                    when_not_matched_insert_all=True,
+                ),
+                ipc_stream(batches[index]),
+            )
+        )
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    landed = {i for i, r in results.items() if not isinstance(r, tuple)}
+    for index, result in results.items():
+        if index not in landed:
+            assert result == ("error", "CONCURRENT_MODIFICATION")
+    assert landed, results
+    expected_ids = set(range(10))
+    for index in landed:
+        expected_ids |= set(batches[index].column("id").to_pylist())
+    rows = rows_of(ns.query_table(req("QueryTableRequest", id=t, k=1000, vector={})))
+    ids = rows.column("id").to_pylist()
+    assert sorted(ids) == sorted(expected_ids)  # nothing lost, nothing doubled
+    described = ns.describe_table({"id": t})
+    assert described.properties["version"] == str(1 + len(landed))
+
+
+# ---------------------------------------------------------------------------------------------
+# Rename
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("managed_by", ["storage", "impl"])
+def test_rename_within_and_across_namespaces(backend: Harness, managed_by):
+    ns = backend.connect(managed_by=managed_by)
+    db, archive = backend.db("sales"), backend.db("archive")
+    ns.create_namespace({"id": db})
+    ns.create_namespace({"id": archive})
+    ns.create_table(req("CreateTableRequest", id=[*db, "t"]), ipc_stream(table_data(0, 5)))
+    ns.insert_into_table(req("InsertIntoTableRequest", id=[*db, "t"]), ipc_stream(table_data(5, 1)))
+    location = ns.describe_table({"id": [*db, "t"]}).location
+    ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
+    assert ns.list_tables({"id": db}).tables == ["u"]
+    ns.rename_table(
+        req("RenameTableRequest", id=[*db, "u"], new_table_name="kept", new_namespace_id=archive)
+    )
+    assert ns.list_tables({"id": db}).tables == []
+    assert ns.list_tables({"id": archive}).tables == ["kept"]
+    moved = ns.describe_table({"id": [*archive, "kept"]})
+    assert moved.location == location  # data stays where it is
+    assert ns.count_table_rows(req("CountTableRowsRequest", id=[*archive, "kept"])).count == 6
+    # Still writable under the new name (managed tables: the commit goes to the new entry).
+    ns.insert_into_table(
+        req("InsertIntoTableRequest", id=[*archive, "kept"]), ipc_stream(table_data(6, 1))
+    )
+    assert ns.count_table_rows(req("CountTableRowsRequest", id=[*archive, "kept"])).count == 7
+    if managed_by == "impl":
+        assert ns.describe_table({"id": [*archive, "kept"]}).properties["version"] == "3"
+    assert outcome(lambda: ns.describe_table({"id": [*db, "t"]})) == ("error", "TABLE_NOT_FOUND")
+
+
+@pytest.fixture
+def glue_tables(glue: GlueHarness):
+    ns = glue.connect()
+    db = glue.db("sales")
+    ns.create_namespace({"id": db})
+    ns.create_table(req("CreateTableRequest", id=[*db, "t"]), ipc_stream(table_data(0, 3)))
+    return ns, db
+
+
+def test_glue_rename_failing_between_create_and_delete_leaves_one_entry(
+    glue: GlueHarness, glue_tables
+):
+    """Glue renames by CreateTable then DeleteTable: if the delete fails, the new entry is
+    removed again and the old one stays, exactly as it was."""
+    ns, db = glue_tables
+    before = glue.snapshot()
+    # Every attempt of the one DeleteTable call fails (max_retries=2: 3 attempts); the undo
+    # (a second DeleteTable call) succeeds.
+    glue.emulator.inject_fault("DeleteTable", "InternalServiceException", 500, times=3)
+    try:
+        answer = outcome(
+            lambda: ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
+        )
+    finally:
+        glue.emulator.clear_faults()
+    assert answer == ("error", "SERVICE_UNAVAILABLE")
+    after = glue.snapshot()
+    assert after == before
+    assert ns.list_tables({"id": db}).tables == ["t"]
+
+
+def test_glue_rename_whose_delete_reply_was_lost_is_done(glue: GlueHarness, glue_tables):
+    ns, db = glue_tables
+    glue.emulator.inject_fault(
+        "DeleteTable", "InternalServiceException", 500, times=1, after_apply=True
+    )
+    try:
+        ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
+    finally:
+        glue.emulator.clear_faults()
+    assert ns.list_tables({"id": db}).tables == ["u"]
+    assert ns.count_table_rows(req("CountTableRowsRequest", id=[*db, "u"])).count == 3
+
+
+def test_glue_rename_when_the_create_fails_changes_nothing(glue: GlueHarness, glue_tables):
+    ns, db = glue_tables
+    before = glue.snapshot()
+    glue.emulator.inject_fault("CreateTable", "InternalServiceException", 500, times=10)
+    try:
+        answer = outcome(
+            lambda: ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
+        )
+    finally:
+        glue.emulator.clear_faults()
+    assert answer == ("error", "SERVICE_UNAVAILABLE")
+    assert glue.snapshot() == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Listing everything; batches
+# ---------------------------------------------------------------------------------------------
+
+
+def test_list_all_tables_sorted_and_paged(backend: Harness):
+    ns = backend.connect()
+    first, second = backend.db("alpha"), backend.db("beta")
+    for db, names in ((first, ["b", "a"]), (second, ["c"])):
+        ns.create_namespace({"id": db})
+        for name in names:
+            ns.declare_table({"id": [*db, name]})
+    expected = sorted(
+        "$".join([*db, name])
+        for db, names in ((first, ["a", "b"]), (second, ["c"]))
+        for name in names
+    )
+    everything = ns.list_all_tables(req("ListTablesRequest"))
+    assert everything.tables == expected
+    page = ns.list_all_tables(req("ListTablesRequest", limit=2))
+    rest = ns.list_all_tables(req("ListTablesRequest", limit=2, page_token=page.page_token))
+    assert page.tables + rest.tables == expected and rest.page_token is None
+    assert ns.list_all_tables(req("ListTablesRequest", id=second)).tables == [
+        "$".join([*second, "c"])
+    ]
+
+
+def test_batch_of_versions_on_one_table_is_all_or_nothing(backend: Harness):
+    ns = backend.connect(managed_by="impl")
+    db = backend.db("sales")
+    ns.create_namespace({"id": db})
+    t = [*db, "batched"]
+    ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 2)))
+    entries = [
+        {"id": t, "version": 2, "manifest_path": "staging/a.manifest"},
+        {"id": t, "version": 3, "manifest_path": "staging/b.manifest"},
+    ]
+    answer = ns.batch_create_table_versions({"entries": entries})
+    assert [v.version for v in answer.versions] == [2, 3]
+    assert ns.describe_table({"id": t}).properties["version"] == "3"
+    before = backend.snapshot()
+    clash = [
+        {"id": t, "version": 4, "manifest_path": "staging/c.manifest"},
+        {"id": t, "version": 3, "manifest_path": "staging/d.manifest"},  # taken
+    ]
+    assert outcome(lambda: ns.batch_create_table_versions({"entries": clash})) == (
+        "error",
+        "CONCURRENT_MODIFICATION",
+    )
+    assert backend.snapshot() == before
+    ns.create_table(req("CreateTableRequest", id=[*db, "second"]), ipc_stream(table_data(0, 2)))
+    before = backend.snapshot()
+    two_tables = [
+        {"id": t, "version": 4, "manifest_path": "staging/e.manifest"},
+        {"id": [*db, "second"], "version": 2, "manifest_path": "staging/f.manifest"},
+    ]
+    assert outcome(lambda: ns.batch_create_table_versions({"entries": two_tables})) == (
+        "error",
+        "UNSUPPORTED",
+    )
+    assert backend.snapshot() == before
+
+
+def test_batch_commit_tables(backend: Harness):
+    ns = backend.connect(managed_by="impl")
+    db = backend.db("sales")
+    ns.create_namespace({"id": db})
+    t = [*db, "committed"]
+    ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 2)))
+    answer = ns.batch_commit_tables(
+        {
+            "operations": [
+                {"create_table_version": {"id": t, "version": 2, "manifest_path": "s/a"}},
+                {"create_table_version": {"id": t, "version": 3, "manifest_path": "s/b"}},
+                {
+                    "delete_table_versions": {
+                        "id": t,
+                        "ranges": [{"start_version": 1, "end_version": 2}],
+                    }
+                },
+            ]
+        }
+    )
+    assert [r.create_table_version.version.version for r in answer.results[:2]] == [2, 3]
+    assert answer.results[2].delete_table_versions.deleted_count == 1
+    listed = ns.list_table_versions({"id": t}).versions
+    assert [v.version for v in listed] == [2, 3]
+    single = ns.batch_commit_tables({"operations": [{"declare_table": {"id": [*db, "fresh"]}}]})
+    assert single.results[0].declare_table.location.endswith("fresh.lance")
+    before = backend.snapshot()
+    mixed = {
+        "operations": [
+            {"declare_table": {"id": [*db, "another"]}},
+            {"create_table_version": {"id": t, "version": 4, "manifest_path": "s/c"}},
+        ]
+    }
+    assert outcome(lambda: ns.batch_commit_tables(mixed)) == ("error", "UNSUPPORTED")
+    assert backend.snapshot() == before
+
+
+def test_glue_rename_whose_undo_fails_too_says_so(glue: GlueHarness, glue_tables):
+    """A double fault (the delete and its undo both fail): the only case with two entries.
+    The error (18) names both and what to do; the old entry still holds the table."""
+    ns, db = glue_tables
+    glue.emulator.inject_fault("DeleteTable", "InternalServiceException", 500, times=6)
+    try:
+        with pytest.raises(LanceNamespaceError) as caught:
+            ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
+    finally:
+        glue.emulator.clear_faults()
+    assert caught.value.code == ErrorCode.INTERNAL
+    assert "'sales$u'" in str(caught.value) and "deregister" in str(caught.value)
+    assert ns.count_table_rows(req("CountTableRowsRequest", id=[*db, "t"])).count == 3

@@ -12,7 +12,6 @@ calls that are safe to repeat when a connection drops.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import logging
 import re
@@ -20,7 +19,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from lance_namespace.errors import (
@@ -529,30 +528,39 @@ class _HiveNamespace(CatalogNamespace):
         except Exception as error:
             logger.warning("could not release metastore lock %s: %s", lock_id, error)
 
-    @contextlib.contextmanager
-    def _locked_if_managed(self, path: Path, entry: TableEntry) -> Iterator[None]:
-        """The table's exclusive lock around a change of a catalog-managed table, so that a
-        concurrent commit (also under the lock) is neither undone nor lost."""
-        if not self._managed_versioning(entry):
-            yield
-            return
-        lock_id = self._lock_table(path, entry.name)
-        try:
-            yield
-        finally:
-            self._unlock(lock_id)
+    def _lock_if_managed(self, path: Path, entry: TableEntry) -> int | None:
+        """The table's exclusive lock for a change of a catalog-managed table, so that a
+        concurrent commit (also under the lock) is neither undone nor lost.
+
+        Released with :meth:`_unlock` in a ``finally`` (not a context manager: Thrift's
+        exceptions are immutable, and contextlib's re-raise would fail on them).
+        """
+        return self._lock_table(path, entry.name) if self._managed_versioning(entry) else None
 
     def _catalog_set_columns(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> None:
-        with self._locked_if_managed(path, entry):
+        """Columns only. The metastore refuses a column list whose types change position by
+        position (``hive.metastore.disallow.incompatible.col.type.changes``, on by default):
+        such a list (a dropped middle column, a changed type) is set in two alters, through an
+        empty list, which the check accepts."""
+        lock_id = self._lock_if_managed(path, entry)
+        try:
             current = self._get("get_table", self._db_ref(path), entry.name)
             if current is None:
                 raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
-            current.sd.cols = [
-                ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns
-            ]
-            self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            wanted = [ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns]
+            current.sd.cols = wanted
+            try:
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            except ttypes.InvalidOperationException:
+                current.sd.cols = []
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                current.sd.cols = wanted
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
 
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
@@ -564,7 +572,8 @@ class _HiveNamespace(CatalogNamespace):
                 f"Cannot rename {describe((*path, entry.name))} into another catalog "
                 f"({describe(new_path)}): the metastore renames within a catalog"
             )
-        with self._locked_if_managed(path, entry):
+        lock_id = self._lock_if_managed(path, entry)
+        try:
             current = self._get("get_table", self._db_ref(path), entry.name)
             if current is None:
                 raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
@@ -581,6 +590,9 @@ class _HiveNamespace(CatalogNamespace):
                     f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
                     f"{getattr(error, 'message', error)}"
                 ) from None
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         try:
