@@ -883,3 +883,33 @@ def test_glue_rename_whose_undo_fails_too_says_so(glue: GlueHarness, glue_tables
     assert caught.value.code == ErrorCode.INTERNAL
     assert "'sales$u'" in str(caught.value) and "deregister" in str(caught.value)
     assert ns.count_table_rows(req("CountTableRowsRequest", id=[*db, "t"])).count == 3
+
+
+@pytest.mark.parametrize("managed_by", ["storage", "impl"])
+def test_declared_tables_take_their_first_rows_by_insert(backend: Harness, managed_by):
+    """A declared table holds no data: reads answer 19 (InvalidTableState); the first insert
+    creates its dataset at the declared location and records its columns."""
+    ns = backend.connect(managed_by=managed_by)
+    db = backend.db("sales")
+    ns.create_namespace({"id": db})
+    t = [*db, "declared"]
+    ns.declare_table({"id": t})
+    assert outcome(lambda: ns.count_table_rows(req("CountTableRowsRequest", id=t))) == (
+        "error",
+        "INVALID_TABLE_STATE",
+    )
+    inserted = ns.insert_into_table(
+        req("InsertIntoTableRequest", id=t), ipc_stream(table_data(0, 3))
+    )
+    assert (inserted.num_inserted_rows, inserted.version) == (3, 1)
+    assert ns.count_table_rows(req("CountTableRowsRequest", id=t)).count == 3
+    assert [name for name, _ in backend.columns(db, "declared")] == ["id", "name", "text", "vector"]
+    kept = ns.create_table(
+        req("CreateTableRequest", id=t, mode="exist_ok"), ipc_stream(table_data(0, 1))
+    )
+    assert kept.version == 1
+    replaced = ns.create_table(
+        req("CreateTableRequest", id=t, mode="overwrite"), ipc_stream(table_data(0, 1))
+    )
+    assert replaced.version == 2
+    assert ns.count_table_rows(req("CountTableRowsRequest", id=t)).count == 1

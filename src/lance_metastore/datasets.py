@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from lance_namespace.errors import (
     ConcurrentModificationError,
     InternalError,
     InvalidInputError,
+    InvalidTableStateError,
     LanceNamespaceError,
     TableBranchAlreadyExistsError,
     TableBranchNotFoundError,
@@ -66,6 +68,7 @@ _RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
         (r"index not found|index .*(not found|does not exist)", TableIndexNotFoundError),
         (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
         (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
+        (r"dataset at path .* was not found", InvalidTableStateError),
         (
             r"fieldnotfound|no field named|column .*(does not exist|not found)"
             r"|does not exist in (the )?(dataset|schema)|key column .* does not exist",
@@ -232,7 +235,7 @@ class TableDatasets:
                     "catalog records one line of versions (declare it managed_by=storage)"
                 )
             if versions.current_version(entry.parameters) == 0:
-                raise TableVersionNotFoundError(f"Table {target} has no data yet")
+                raise InvalidTableStateError(f"Table {target} is declared and holds no data yet")
             with lance_errors("open", f"table {target}"):
                 dataset = lance.dataset(
                     namespace_client=self,
@@ -240,10 +243,10 @@ class TableDatasets:
                     storage_options=self.storage_options or None,
                 )
         else:
-            location = tables.plain_location(entry.location)
-            if not location or self._dataset_schema(location) is None:
-                raise TableVersionNotFoundError(
-                    f"Table {target} has no Lance dataset at {entry.location!r} yet"
+            location = tables.plain_location(entry.location) or ""
+            if "://" not in location and not os.path.isdir(os.path.join(location, "_versions")):
+                raise InvalidTableStateError(
+                    f"Table {target} is declared and holds no data yet (nothing at {location!r})"
                 )
             with lance_errors("open", f"table {target}"):
                 dataset = lance.dataset(location, storage_options=self.storage_options or None)
