@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import typing
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote_plus
 
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
@@ -120,7 +122,8 @@ def create_app(
             message = f"Method {request.method} is not allowed on {request.url.path}"
         else:
             message = f"No route {request.method} {request.url.path}"
-        return error_response(ErrorCode.UNSUPPORTED, message, request.scope, status=status)
+        # not a spec operation: invalid input, with the HTTP status of the routing failure
+        return error_response(ErrorCode.INVALID_INPUT, message, request.scope, status=status)
 
     async def unexpected(request: Request, exc: Exception) -> Response:
         logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -152,14 +155,16 @@ def _route_priority(operation: Operation) -> tuple[int, int]:
 
 def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., Any]:
     method = getattr(namespace, operation.name)
+    raw_route = _raw_route_pattern(operation)
 
     async def endpoint(request: Request) -> Response:
         scope = request.scope
-        raw_id = request.path_params.get("id")
-        note(scope, operation=operation.name, object_id=raw_id)
+        note(scope, operation=operation.name)
         try:
+            route_id = _route_id(request, raw_route)
+            note(scope, object_id=route_id)
             body = await request.body() if operation.body is not Body.NONE else b""
-            model = _request_model(operation, request, raw_id, body)
+            model = _request_model(operation, request, route_id, body)
             if operation.body is Body.ARROW:
                 result = await run_in_threadpool(method, model, body)
             else:
@@ -176,7 +181,7 @@ def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., 
                 ErrorCode.INVALID_INPUT, _validation_message(operation, error), scope
             )
         except Exception:
-            logger.exception("unexpected error in %s %s", operation.name, raw_id)
+            logger.exception("unexpected error in %s", operation.name)
             return error_response(
                 ErrorCode.INTERNAL, f"Internal error during {operation.name}", scope
             )
@@ -190,15 +195,46 @@ def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., 
 # ---------------------------------------------------------------------------------------------
 
 
-def parse_id(raw: str, delimiter: str) -> list[str]:
+def parse_id(route_id: str, delimiter: str) -> list[str]:
     """A route's object id: the delimiter alone is the root namespace."""
-    if raw == delimiter:
+    if route_id == delimiter:
         return []
-    return raw.split(delimiter)
+    return route_id.split(delimiter)
+
+
+def _raw_route_pattern(operation: Operation) -> re.Pattern[str] | None:
+    """The operation's route as a regex over the raw (still percent-encoded) path."""
+    if not operation.has_id:
+        return None
+    pattern = ""
+    for literal, name in re.findall(r"([^{]*)(?:\{(\w+)\})?", operation.path):
+        pattern += re.escape(literal)
+        if name:
+            pattern += "(?P<id>.*)" if name == "id" else f"(?P<{name}>[^/]+)"
+    return re.compile(pattern + "$")
+
+
+def _route_id(request: Request, raw_route: re.Pattern[str] | None) -> str | None:
+    """The object id of the route, decoded from the raw path as a form value.
+
+    Lance's Rust client encodes a space as ``+`` and a plus as ``%2B`` (Java's client: ``%20``
+    and ``%2B``), so ``+`` decodes to a space; a ``/`` inside an id arrives as ``%2F`` and
+    stays part of the id.
+    """
+    if raw_route is None:
+        return None
+    raw_path = request.scope.get("raw_path") or request.scope["path"].encode()
+    match = raw_route.match(raw_path.decode("latin-1"))
+    if match is None:  # a path the router matched only after decoding
+        return request.path_params.get("id")
+    try:
+        return unquote_plus(match.group("id"), errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequest("The object id in the route is not valid UTF-8") from None
 
 
 def _request_model(
-    operation: Operation, request: Request, raw_id: str | None, body: bytes
+    operation: Operation, request: Request, route_id: str | None, body: bytes
 ) -> BaseModel:
     fields: dict[str, Any] = {}
     if operation.body is Body.JSON and body.strip():
@@ -221,14 +257,27 @@ def _request_model(
             raise BadRequest(f"The body names {name} {fields[name]!r}, the route {value!r}")
         fields[name] = value
 
-    if raw_id is not None:
+    if route_id is not None:
         delimiter = query.get("delimiter") or DEFAULT_DELIMITER
-        route_id = parse_id(raw_id, delimiter)
-        given = fields.get("id")
-        if given is not None and given != route_id:
-            raise BadRequest(f"The body names id {given!r}, the route names {route_id!r}")
-        fields["id"] = route_id
+        fields["id"] = _reconcile_id(fields.get("id"), route_id, delimiter)
     return operation.request.model_validate(fields)
+
+
+def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
+    """The request's id: the route's, or the body's when both name the same object.
+
+    They name the same object when the body's id, joined by the delimiter, is the route's
+    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400.
+    """
+    parts = parse_id(route_id, delimiter)
+    if given is None or given == parts:
+        return parts
+    if isinstance(given, list) and all(isinstance(part, str) for part in given):
+        if delimiter.join(given) == route_id or (not given and route_id == delimiter):
+            return given
+    elif isinstance(given, str) and given == route_id:
+        return parts
+    raise BadRequest(f"The body names id {given!r}, the route names {parts!r}")
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
