@@ -22,6 +22,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -78,6 +79,21 @@ class BadRequest(Exception):
     """A request the server refuses before it reaches the namespace (code 13)."""
 
 
+class _ObjectIdConvertor(Convertor[str]):
+    """An object id: any characters, ``/`` and line breaks included (the namespace judges)."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("lance_object_id", _ObjectIdConvertor())
+
+
 def create_app(
     namespace: LanceNamespace,
     *,
@@ -111,7 +127,7 @@ def create_app(
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]
     for operation in sorted(OPERATIONS, key=_route_priority):
-        route_path = operation.path.replace("{id}", "{id:path}")
+        route_path = operation.path.replace("{id}", "{id:lance_object_id}")
         routes.append(
             Route(route_path, _endpoint(namespace, operation), methods=[operation.method])
         )
@@ -143,7 +159,7 @@ def create_app(
 def _route_priority(operation: Operation) -> tuple[int, int]:
     """Routes without an id first, then those with more literal segments after the id.
 
-    The id may hold anything (``{id:path}``), so ``/v1/namespace/{id}/table/list`` must be tried
+    The id may hold anything, so ``/v1/namespace/{id}/table/list`` must be tried
     before ``/v1/namespace/{id}/list``, and ``/v1/table/{id}/index/{name}/drop`` before
     ``/v1/table/{id}/drop``.
     """
