@@ -368,10 +368,19 @@ def test_tls(tmp_path: Path):
             assert http.post("/v1/namespace/a/create", json={}).status_code == 200
         with pytest.raises(httpx.ConnectError):
             httpx.get(server.url + "/health")  # not trusted without the certificate
-        client = lance_namespace.connect("rest", {"uri": server.url, "tls.ssl_ca_cert": str(cert)})
-        assert client.list_namespaces(lance_namespace.ListNamespacesRequest(id=[])).namespaces == [
-            "a"
-        ]
+        # pylance's Rust client trusts the system roots: SSL_CERT_FILE names our CA
+        code = (
+            f"import lance_namespace as n; c = n.connect('rest', {{'uri': {server.url!r}}}); "
+            "print(c.list_namespaces(n.ListNamespacesRequest(id=[])).namespaces)"
+        )
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "SSL_CERT_FILE": str(ca)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.stdout.strip() == "['a']", run.stderr
 
 
 # ---------------------------------------------------------------------------------------------
