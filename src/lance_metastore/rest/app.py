@@ -253,10 +253,10 @@ def _request_model(
     operation: Operation, request: Request, route_id: str | None, body: bytes
 ) -> BaseModel:
     fields: dict[str, Any] = {}
-    if operation.body is Body.JSON and body.strip():
+    if operation.body is Body.JSON:
         fields.update(_json_object(body, "request body"))
     elif operation.body is Body.MAP:
-        fields["metadata"] = _json_object(body, "metadata") if body.strip() else {}
+        fields["metadata"] = _json_object(body, "metadata")
 
     model_fields = _query_fields(operation.request)
     query = request.query_params
@@ -297,6 +297,9 @@ def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    """The JSON object in ``body``; an empty body is refused, as by Lance's own server."""
+    if not body.strip():
+        raise BadRequest(f"The {what} must be a JSON object ({{}} when every field is optional)")
     try:
         value = json.loads(body)
     except (UnicodeDecodeError, ValueError) as error:
