@@ -792,9 +792,22 @@ def test_list_all_tables_sorted_and_paged(backend: Harness):
     page = ns.list_all_tables(req("ListTablesRequest", limit=2))
     rest = ns.list_all_tables(req("ListTablesRequest", limit=2, page_token=page.page_token))
     assert page.tables + rest.tables == expected and rest.page_token is None
+
+
+def test_list_all_tables_under_a_namespace(backend: Harness):
+    """In-process only: the REST route of list_all_tables (GET /v1/table) carries no id."""
+    ns = backend.connect()
+    first, second = backend.db("alpha"), backend.db("beta")
+    for db in (first, second):
+        ns.create_namespace({"id": db})
+        ns.declare_table({"id": [*db, "t"]})
     assert ns.list_all_tables(req("ListTablesRequest", id=second)).tables == [
-        "$".join([*second, "c"])
+        "$".join([*second, "t"])
     ]
+    assert outcome(lambda: ns.list_all_tables(req("ListTablesRequest", id=backend.db("no")))) == (
+        "error",
+        "NAMESPACE_NOT_FOUND",
+    )
 
 
 def test_batch_of_versions_on_one_table_is_all_or_nothing(backend: Harness):
