@@ -926,3 +926,21 @@ def test_declared_tables_take_their_first_rows_by_insert(backend: Harness, manag
     )
     assert replaced.version == 2
     assert ns.count_table_rows(req("CountTableRowsRequest", id=t)).count == 1
+
+
+def test_create_over_an_unregistered_dataset_keeps_it(backend: Harness, ours):
+    """A dataset already at the default location (written without the catalog): create_table
+    answers 5 and leaves both the catalog and that dataset as they were."""
+    ns, db = ours
+    location = ns.declare_table({"id": [*db, "probe"]}).location
+    ns.deregister_table({"id": [*db, "probe"]})
+    lance.write_dataset(table_data(0, 2), location)
+    before = backend.snapshot()
+    answer = outcome(
+        lambda: ns.create_table(
+            req("CreateTableRequest", id=[*db, "probe"]), ipc_stream(table_data(0, 3))
+        )
+    )
+    assert answer == ("error", "TABLE_ALREADY_EXISTS")
+    assert backend.snapshot() == before
+    assert lance.dataset(location).count_rows() == 2

@@ -10,6 +10,7 @@ vector dimensions), so bad input changes nothing.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from typing import TYPE_CHECKING, Any
 
@@ -135,12 +136,14 @@ class TableDataOps:
                 return self._created(existing, self._current_version(path, existing))
             location = tables.default_table_location(self._catalog_table_base(path), name)
             entry = TableEntry(name=name, location=location, parameters=parameters)
+            local = tables.plain_location(location) or ""
+            fresh = "://" not in local and not os.path.exists(local)
             # Declared first, so the catalog decides who creates it; undone if the write fails.
             self._catalog_create_table(path, entry, [])
             try:
                 dataset = self._write(path, entry, data, CREATE)
             except BaseException:
-                self._undo_declare(path, entry)
+                self._undo_declare(path, entry, local if fresh else None)
                 raise
             self._record_columns(path, name, dataset.schema)
             entry = self._require_lance_table(path, name)
@@ -159,17 +162,19 @@ class TableDataOps:
             return 0
         return self._dataset(path, entry).version
 
-    def _undo_declare(self: CatalogNamespace, path: Path, entry: TableEntry) -> None:
-        """A create whose write failed: remove the entry and whatever the write left."""
+    def _undo_declare(
+        self: CatalogNamespace, path: Path, entry: TableEntry, made_directory: str | None
+    ) -> None:
+        """A create whose write failed: remove the entry, and the directory the write made
+        (only one that did not exist before: a dataset already there is never touched)."""
         try:
             self._catalog_delete_table(path, entry.name)
         except Exception as error:  # the original failure matters more
             logger.warning(
                 "could not undo the entry of %s: %s", describe((*path, entry.name)), error
             )
-        location = tables.plain_location(entry.location) or ""
-        if location and "://" not in location:
-            shutil.rmtree(location, ignore_errors=True)
+        if made_directory:
+            shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(
         self: CatalogNamespace, request: Any = None, request_data: Any = None

@@ -29,6 +29,7 @@ from lance_namespace.errors import (
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
+    TableAlreadyExistsError,
     TableBranchAlreadyExistsError,
     TableBranchNotFoundError,
     TableColumnNotFoundError,
@@ -69,6 +70,7 @@ _RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
         (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
         (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
         (r"dataset at path .* was not found", InvalidTableStateError),
+        (r"dataset already exists", TableAlreadyExistsError),
         (
             r"fieldnotfound|no field named|column .*(does not exist|not found)"
             r"|does not exist in (the )?(dataset|schema)|key column .* does not exist",
