@@ -30,6 +30,7 @@ from test_interface import (  # noqa: F401 - the suite, collected again here
     test_bad_input_changes_nothing,
     test_catalog_columns_follow_every_schema_change,
     test_catalog_managed_tables_give_the_same_results,
+    test_create_over_an_unregistered_dataset_keeps_it,
     test_declared_tables_take_their_first_rows_by_insert,
     test_errors_compared_with_the_directory_namespace,
     test_list_all_tables_sorted_and_paged,

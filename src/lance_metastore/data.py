@@ -131,7 +131,7 @@ class TableDataOps:
                     raise TableAlreadyExistsError(f"Table {describe((*path, name))} already exists")
                 if mode == OVERWRITE:
                     dataset = self._write(path, existing, data, OVERWRITE)
-                    self._record_columns(path, name, dataset.schema)
+                    self._record_columns(path, name, dataset.schema, existing)
                     existing = self._require_lance_table(path, name)
                 return self._created(existing, self._current_version(path, existing))
             location = tables.default_table_location(self._catalog_table_base(path), name)
@@ -145,7 +145,7 @@ class TableDataOps:
             except BaseException:
                 self._undo_declare(path, entry, local if fresh else None)
                 raise
-            self._record_columns(path, name, dataset.schema)
+            self._record_columns(path, name, dataset.schema, entry)
             entry = self._require_lance_table(path, name)
             return self._created(entry, dataset.version)
 
@@ -186,7 +186,7 @@ class TableDataOps:
             mode = request_mode(req.mode, APPEND, (APPEND, OVERWRITE), "insert mode")
             data = read_ipc_stream(request_data, f"table {describe((*path, name))}")
             dataset = self._write(path, entry, data, mode)
-            self._record_columns(path, name, dataset.schema)
+            self._record_columns(path, name, dataset.schema, entry)
             return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
 
     def merge_insert_into_table(
@@ -219,7 +219,7 @@ class TableDataOps:
                     builder = builder.use_index(req.use_index)
                 stats = builder.execute(data)
                 latest = self._dataset(path, self._require_lance_table(path, name))
-            self._record_columns(path, name, latest.schema)
+            self._record_columns(path, name, latest.schema, entry)
             return MergeInsertIntoTableResponse(
                 num_updated_rows=stats.get("num_updated_rows", 0),
                 num_inserted_rows=stats.get("num_inserted_rows", 0),

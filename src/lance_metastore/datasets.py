@@ -258,13 +258,23 @@ class TableDatasets:
         with lance_errors("open", f"version {reference!r} of table {target}"):
             return dataset.checkout_version(reference)
 
-    def _record_columns(self: CatalogNamespace, path: Path, name: str, schema: pa.Schema) -> None:
+    def _record_columns(
+        self: CatalogNamespace,
+        path: Path,
+        name: str,
+        schema: pa.Schema,
+        before: TableEntry | None = None,
+    ) -> None:
         """Make the catalog's columns mirror ``schema`` after a change that may alter it.
 
-        Only the columns change: the entry is read again first (a managed commit has just
-        moved its version), and a concurrent change of the entry is retried, never undone.
+        ``before`` is the entry read before the change: when its columns already match, no
+        catalog call is made (appends, merges and most updates keep the schema). Otherwise
+        only the columns change: the entry is read again (a managed commit has just moved its
+        version), and a concurrent change of the entry is retried, never undone.
         """
         columns = catalog_columns(schema)
+        if before is not None and before.columns == columns:
+            return
         for _ in range(COLUMN_SYNC_ATTEMPTS):
             entry = self._require_lance_table(path, name)
             if entry.columns == columns:

@@ -94,7 +94,7 @@ class TableLifecycleOps:
             with lance_errors("restore", target):
                 dataset.restore()
                 latest = self._dataset(path, self._require_lance_table(path, name))
-            self._record_columns(path, name, latest.schema)
+            self._record_columns(path, name, latest.schema, entry)
             return RestoreTableResponse()
 
     def list_all_tables(self: CatalogNamespace, request: Any = None) -> ListTablesResponse:
@@ -210,7 +210,7 @@ class TableLifecycleOps:
                     raise InvalidInputError(f"Column {column_name!r} already exists in {target}")
             with lance_errors("add columns to", target):
                 dataset.add_columns(transforms)
-            self._record_columns(path, name, dataset.schema)
+            self._record_columns(path, name, dataset.schema, entry)
             return AlterTableAddColumnsResponse(version=dataset.version)
 
     def alter_table_alter_columns(
@@ -244,7 +244,7 @@ class TableLifecycleOps:
                 alterations.append(change)
             with lance_errors("alter columns of", target):
                 dataset.alter_columns(*alterations)
-            self._record_columns(path, name, dataset.schema)
+            self._record_columns(path, name, dataset.schema, entry)
             return AlterTableAlterColumnsResponse(version=dataset.version)
 
     def alter_table_drop_columns(
@@ -261,7 +261,7 @@ class TableLifecycleOps:
                 _require_field(dataset.schema, column, target)
             with lance_errors("drop columns of", target):
                 dataset.drop_columns(list(req.columns))
-            self._record_columns(path, name, dataset.schema)
+            self._record_columns(path, name, dataset.schema, entry)
             return AlterTableDropColumnsResponse(version=dataset.version)
 
 
