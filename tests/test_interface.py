@@ -198,6 +198,7 @@ def data_scenario(ns: LanceNamespace, db: list[str]) -> dict[str, Any]:
             on=["id"],
             when_matched_update_all=True,
             when_not_matched_insert_all=True,
+            timeout="30s",
         ),
         ipc_stream(changes),
     )
@@ -367,6 +368,16 @@ BAD_CALLS: dict[str, Callable[[LanceNamespace, list[str]], Any]] = {
         ),
         ipc_stream(table_data(0, 2)),
     ),
+    "merge bad timeout": lambda ns, t: ns.merge_insert_into_table(
+        req(
+            "MergeInsertIntoTableRequest",
+            id=t,
+            on=["id"],
+            when_matched_update_all=True,
+            timeout="soon",
+        ),
+        ipc_stream(table_data(0, 2)),
+    ),
     "query wrong dimension": lambda ns, t: ns.query_table(
         req(
             "QueryTableRequest",
@@ -435,6 +446,7 @@ REFERENCE_DIFFERENCES = {
     "add column bad expression": ("error", "INTERNAL"),
     "query unknown column": None,
     "query malformed filter": ("error", "INTERNAL"),
+    "merge bad timeout": None,  # the reference ignores the timeout
 }
 OUR_ANSWERS = {
     "create existing": ("error", "TABLE_ALREADY_EXISTS"),
@@ -447,6 +459,7 @@ OUR_ANSWERS = {
     "delete malformed filter": ("error", "INVALID_INPUT"),
     "update unknown column": ("error", "TABLE_COLUMN_NOT_FOUND"),
     "merge unknown key": ("error", "TABLE_COLUMN_NOT_FOUND"),
+    "merge bad timeout": ("error", "INVALID_INPUT"),
     "query wrong dimension": ("error", "INVALID_INPUT"),
     "query unknown column": ("error", "TABLE_COLUMN_NOT_FOUND"),
     "query malformed filter": ("error", "INVALID_INPUT"),

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -200,6 +202,7 @@ class TableDataOps:
             if not req.on:
                 raise InvalidInputError(f"Merging into {target} needs the key columns ('on')")
             data = read_ipc_stream(request_data, target)
+            timeout = _duration(req.timeout, f"the merge into {target}")
             dataset = self._dataset(path, entry)
             _check_columns(dataset.schema, list(req.on), target)
             _check_columns(data.schema, list(req.on), "the merged data")
@@ -217,6 +220,8 @@ class TableDataOps:
                     )
                 if req.use_index is not None:
                     builder = builder.use_index(req.use_index)
+                if timeout is not None:
+                    builder = builder.retry_timeout(timeout)
                 stats = builder.execute(data)
                 latest = self._dataset(path, self._require_lance_table(path, name))
             self._record_columns(path, name, latest.schema, entry)
@@ -303,6 +308,20 @@ class TableDataOps:
             scanner, target = self._scanner(request, AnalyzeTableQueryPlanRequest)
             with lance_errors("analyze a query of", target):
                 return scanner.analyze_plan()
+
+
+_DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*", re.IGNORECASE)
+_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+
+def _duration(text: str | None, what: str) -> timedelta | None:
+    """A request's timeout ("30s", "5m", "500ms", "1h") as a timedelta."""
+    if text is None:
+        return None
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise InvalidInputError(f"Invalid timeout {text!r} for {what}: expected e.g. '30s', '5m'")
+    return timedelta(seconds=float(match.group(1)) * _SECONDS[match.group(2).lower()])
 
 
 def _check_append_schema(table: pa.Schema, data: pa.Schema, target: str) -> None:
