@@ -991,3 +991,61 @@ def test_glue_rename_meeting_a_managed_commit_is_undone(glue: GlueHarness):
     assert ns.list_tables({"id": db}).tables == ["t"]
     assert ns.count_table_rows(req("CountTableRowsRequest", id=t)).count == 4
     assert ns.describe_table({"id": t}).properties["version"] == "2"
+
+
+# pylance's REST client answers 0 itself for these (test_rest_interface.py sends raw HTTP).
+REST_CLIENT_LACKS = {"update_field_metadata", "batch_create_table_versions", "batch_commit_tables"}
+
+# Every new operation, with the least request it takes beside its id.
+NEW_OPERATIONS: dict[str, tuple[dict[str, Any], bytes | None]] = {
+    "rename_table": ({"new_table_name": "x"}, None),
+    "restore_table": ({"version": 1}, None),
+    "get_table_stats": ({}, None),
+    "update_table_schema_metadata": ({"metadata": {"k": "v"}}, None),
+    "update_field_metadata": ({"updates": []}, None),
+    "alter_table_add_columns": ({"new_columns": [{"name": "x", "expression": "1"}]}, None),
+    "alter_table_alter_columns": ({"alterations": [{"path": "id", "rename": "x"}]}, None),
+    "alter_table_drop_columns": ({"columns": ["id"]}, None),
+    "list_table_tags": ({}, None),
+    "get_table_tag_version": ({"tag": "t"}, None),
+    "create_table_tag": ({"tag": "t", "version": 1}, None),
+    "update_table_tag": ({"tag": "t", "version": 1}, None),
+    "delete_table_tag": ({"tag": "t"}, None),
+    "list_table_branches": ({}, None),
+    "create_table_branch": ({"name": "b"}, None),
+    "delete_table_branch": ({"name": "b"}, None),
+    "create_table": ({}, ipc_stream(table_data(0, 1))),
+    "insert_into_table": ({}, ipc_stream(table_data(0, 1))),
+    "merge_insert_into_table": ({"on": ["id"]}, ipc_stream(table_data(0, 1))),
+    "update_table": ({"updates": [["id", "1"]]}, None),
+    "delete_from_table": ({"predicate": "id = 1"}, None),
+    "count_table_rows": ({}, None),
+    "query_table": ({"k": 1, "vector": {}}, None),
+    "analyze_table_query_plan": ({"k": 1, "vector": {}}, None),
+    "create_table_index": ({"column": "id", "index_type": "BTREE"}, None),
+    "create_table_scalar_index": ({"column": "id", "index_type": "BTREE"}, None),
+    "list_table_indices": ({}, None),
+    "describe_table_index_stats": ({"index_name": "i"}, None),
+    "drop_table_index": ({"index_name": "i"}, None),
+}
+
+
+def test_new_operations_refuse_bad_identifiers(backend: Harness, ours):
+    """Each new operation answers 13 for an identifier no catalog could hold (an empty part,
+    a path separator, the root) and 4 for a missing table; nothing changes."""
+    ns, db = ours
+    before = backend.snapshot()
+    for operation, (fields, body) in NEW_OPERATIONS.items():
+        if backend.name == "rest" and operation in REST_CLIENT_LACKS:
+            continue  # sent as raw HTTP in test_rest_interface.py
+        call = getattr(ns, operation)
+        for bad in ([*db, ""], [*db, "a/b"], []):
+            args = ({**fields, "id": bad},) + ((body,) if body is not None else ())
+            assert outcome(lambda c=call, a=args: c(*a)) == ("error", "INVALID_INPUT"), (
+                operation,
+                bad,
+            )
+        if operation != "create_table":
+            args = ({**fields, "id": [*db, "missing"]},) + ((body,) if body is not None else ())
+            assert outcome(lambda c=call, a=args: c(*a)) == ("error", "TABLE_NOT_FOUND"), operation
+    assert backend.snapshot() == before

@@ -34,6 +34,7 @@ from test_interface import (  # noqa: F401 - the suite, collected again here
     test_declared_tables_take_their_first_rows_by_insert,
     test_errors_compared_with_the_directory_namespace,
     test_list_all_tables_sorted_and_paged,
+    test_new_operations_refuse_bad_identifiers,
     test_rename_within_and_across_namespaces,
     test_same_results_as_the_directory_namespace,
     test_two_merge_inserts_on_a_managed_table,
