@@ -223,7 +223,7 @@ class TableDataOps:
                 if timeout is not None:
                     builder = builder.retry_timeout(timeout)
                 stats = builder.execute(data)
-                latest = self._dataset(path, self._require_lance_table(path, name))
+            latest = self._latest(path, name)
             self._record_columns(path, name, latest.schema, entry)
             return MergeInsertIntoTableResponse(
                 num_updated_rows=stats.get("num_updated_rows", 0),

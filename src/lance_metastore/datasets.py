@@ -258,6 +258,10 @@ class TableDatasets:
         with lance_errors("open", f"version {reference!r} of table {target}"):
             return dataset.checkout_version(reference)
 
+    def _latest(self: CatalogNamespace, path: Path, name: str) -> Any:
+        """The table's dataset as it is now, read again from the catalog after a change."""
+        return self._dataset(path, self._require_lance_table(path, name))
+
     def _record_columns(
         self: CatalogNamespace,
         path: Path,

@@ -93,7 +93,7 @@ class TableLifecycleOps:
             target = f"table {describe((*path, name))}"
             with lance_errors("restore", target):
                 dataset.restore()
-                latest = self._dataset(path, self._require_lance_table(path, name))
+            latest = self._latest(path, name)
             self._record_columns(path, name, latest.schema, entry)
             return RestoreTableResponse()
 
@@ -179,7 +179,7 @@ class TableLifecycleOps:
                     dataset.update_field_metadata(
                         {update.path: dict(update.metadata)}, replace=bool(update.replace)
                     )
-                latest = self._dataset(path, self._require_lance_table(path, name))
+            latest = self._latest(path, name)
             fields = {
                 update.path: _field_metadata(latest.schema, update.path) for update in req.updates
             }
