@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import re
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -963,31 +962,29 @@ def test_create_over_an_unregistered_dataset_keeps_it(backend: Harness, ours):
 def test_glue_rename_meeting_a_managed_commit_is_undone(glue: GlueHarness):
     """A commit that lands on the old entry while Glue's rename is between its CreateTable
     and DeleteTable would be lost with the old entry: the rename sees the entry changed,
-    removes the new entry and answers 14; the commit stays."""
+    removes the new entry and answers 14; the commit stays.
+
+    The interleaving is forced, not timed: the renaming namespace's CreateTable is followed by
+    a real commit from another namespace object (over the same emulator) before it goes on.
+    """
+    from lance_metastore import GlueNamespace
+
     ns = glue.connect(managed_by="impl")
     db = glue.db("sales")
     ns.create_namespace({"id": db})
     t = [*db, "t"]
     ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 3)))
-    glue.emulator.inject_delay("CreateTable", 5.0)  # holds the rename between its two calls
-    answers: dict[str, Any] = {}
-    renamer = threading.Thread(
-        target=lambda: answers.update(
-            rename=outcome(
-                lambda: glue.connect(managed_by="impl").rename_table(
-                    req("RenameTableRequest", id=t, new_table_name="u")
-                )
-            )
-        )
+
+    class CommitAfterCreate(GlueNamespace):
+        def _catalog_create_table(self, path, entry, columns):  # type: ignore[no-untyped-def]
+            super()._catalog_create_table(path, entry, columns)
+            ns.insert_into_table(req("InsertIntoTableRequest", id=t), ipc_stream(table_data(3, 1)))
+
+    renamer = CommitAfterCreate(**{**glue.properties(), "managed_by": "impl"})
+    answer = outcome(
+        lambda: renamer.rename_table(req("RenameTableRequest", id=t, new_table_name="u"))
     )
-    renamer.start()
-    try:
-        time.sleep(1.0)
-        ns.insert_into_table(req("InsertIntoTableRequest", id=t), ipc_stream(table_data(3, 1)))
-    finally:
-        renamer.join(timeout=60)
-        glue.emulator.clear_faults()
-    assert answers["rename"] == ("error", "CONCURRENT_MODIFICATION")
+    assert answer == ("error", "CONCURRENT_MODIFICATION")
     assert ns.list_tables({"id": db}).tables == ["t"]
     assert ns.count_table_rows(req("CountTableRowsRequest", id=t)).count == 4
     assert ns.describe_table({"id": t}).properties["version"] == "2"
