@@ -185,24 +185,25 @@ def _require_index(dataset: Any, index_name: str, target: str) -> None:
 
 
 def _index_contents(dataset: Any) -> list[IndexContent]:
-    described = {d.name: d for d in dataset.describe_indices()}
+    """One entry per index name (its first segment gives the uuid, creation time, version)."""
     contents = []
-    for info in dataset.list_indices():
-        description = described.get(info["name"])
-        stats = dataset.stats.index_stats(info["name"])
+    for description in dataset.describe_indices():
+        stats = dataset.stats.index_stats(description.name)
+        first = description.segments[0] if description.segments else None
         contents.append(
             IndexContent(
-                index_name=info["name"],
-                index_uuid=str(info["uuid"]),
-                columns=list(info.get("fields") or []),
+                index_name=description.name,
+                index_uuid=str(first.uuid) if first else "",
+                columns=list(description.field_names),
                 status="SUCCEEDED",
-                index_type=stats.get("index_type") or info.get("type"),
-                type_url=description.type_url if description else None,
+                index_type=stats.get("index_type") or description.index_type,
+                type_url=description.type_url,
                 num_indexed_rows=stats.get("num_indexed_rows"),
                 num_unindexed_rows=stats.get("num_unindexed_rows"),
-                size_bytes=description.total_size_bytes if description else None,
-                num_segments=len(description.segments) if description else None,
-                index_version=info.get("version"),
+                size_bytes=description.total_size_bytes,
+                num_segments=len(description.segments),
+                created_at=first.created_at if first else None,
+                index_version=first.index_version if first else None,
             )
         )
     return contents
