@@ -159,6 +159,17 @@ def lifecycle_scenario(ns: LanceNamespace, db: list[str]) -> dict[str, Any]:
     seen["overwrite"] = (overwritten.num_inserted_rows, overwritten.version)
     ns.restore_table(req("RestoreTableRequest", id=t, version=2))
     seen["after restore"] = ns.count_table_rows(req("CountTableRowsRequest", id=t)).count
+    by_version = ns.describe_transaction(req("DescribeTransactionRequest", id=[*t, "2"]))
+    uuid = by_version.properties["uuid"]
+    by_uuid = ns.describe_transaction(req("DescribeTransactionRequest", id=[*t, uuid]))
+    seen["transaction"] = (
+        by_version.status,
+        {k: v for k, v in by_version.properties.items() if k != "uuid"},
+        by_uuid.properties["version"],
+    )
+    seen["missing transaction"] = outcome(
+        lambda: ns.describe_transaction(req("DescribeTransactionRequest", id=[*t, "99"]))
+    )
     return seen
 
 

@@ -17,6 +17,10 @@ from lance_namespace import (
     AlterTableAlterColumnsResponse,
     AlterTableDropColumnsRequest,
     AlterTableDropColumnsResponse,
+    AlterTransactionRequest,
+    AlterTransactionResponse,
+    DescribeTransactionRequest,
+    DescribeTransactionResponse,
     GetTableStatsRequest,
     GetTableStatsResponse,
     ListTablesRequest,
@@ -35,16 +39,20 @@ from lance_namespace.errors import (
     InvalidInputError,
     TableAlreadyExistsError,
     TableColumnNotFoundError,
+    TransactionNotFoundError,
     UnsupportedOperationError,
 )
 from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from .datasets import json_arrow_type, lance_errors
-from .identifiers import Path, describe, join_identifier
+from .identifiers import Path, describe, join_identifier, split_identifier
 from .requests import coerce_request, request_id
 
 if TYPE_CHECKING:
     from .base import CatalogNamespace
+
+# Every transaction Lance reports was committed (uncommitted ones leave no record).
+COMMITTED = "SUCCEEDED"
 
 # Lance's own threshold for a "small" fragment in its compaction defaults.
 SMALL_FRAGMENT_ROWS = 1024 * 1024
@@ -58,7 +66,52 @@ def _no_branch(branch: str | None, what: str) -> None:
 
 
 class TableLifecycleOps:
-    """rename_table, restore_table, list_all_tables, get_table_stats, metadata and columns."""
+    """rename_table, restore_table, list_all_tables, get_table_stats, metadata, columns and
+    the committed transactions of a table."""
+
+    def describe_transaction(
+        self: CatalogNamespace, request: Any = None
+    ) -> DescribeTransactionResponse:
+        """A committed Lance transaction of a table: ``id`` is the table id followed by the
+        transaction's uuid or the version it committed."""
+        with self._operation("describe a transaction of", request_id(request)):
+            req = coerce_request(request, DescribeTransactionRequest)
+            return DescribeTransactionResponse(
+                status=COMMITTED, properties=self._transaction(req.id)
+            )
+
+    def alter_transaction(self: CatalogNamespace, request: Any = None) -> AlterTransactionResponse:
+        with self._operation("alter a transaction of", request_id(request)):
+            req = coerce_request(request, AlterTransactionRequest)
+            properties = self._transaction(req.id)
+            raise UnsupportedOperationError(
+                f"Transaction {properties['uuid']} committed version {properties['version']}: "
+                "a committed Lance transaction cannot be altered"
+            )
+
+    def _transaction(self: CatalogNamespace, raw_id: Any) -> dict[str, str]:
+        parts = list(split_identifier(raw_id))
+        if len(parts) < 2:
+            raise InvalidInputError("A transaction id is the table id followed by its uuid")
+        path, name, entry = self._lance_table(parts[:-1])
+        wanted = parts[-1]
+        target = f"table {describe((*path, name))}"
+        dataset = self._dataset(path, entry)
+        with lance_errors("read the transactions of", target):
+            if wanted.isdigit():
+                candidates = [int(wanted)] if 1 <= int(wanted) <= dataset.version else []
+            else:
+                candidates = list(range(dataset.version, 0, -1))
+            for version in candidates:
+                transaction = dataset.read_transaction(version)
+                if transaction is not None and (wanted.isdigit() or transaction.uuid == wanted):
+                    return {
+                        "version": str(version),
+                        "uuid": transaction.uuid,
+                        "operation": type(transaction.operation).__name__,
+                        "read_version": str(transaction.read_version),
+                    }
+        raise TransactionNotFoundError(f"Transaction {wanted!r} of {target} does not exist")
 
     def rename_table(self: CatalogNamespace, request: Any = None) -> RenameTableResponse:
         raw_id = request_id(request)
