@@ -434,6 +434,13 @@ BAD_CALLS: dict[str, Callable[[LanceNamespace, list[str]], Any]] = {
     "index unknown column": lambda ns, t: ns.create_table_scalar_index(
         req("CreateTableIndexRequest", id=t, column="nope", index_type="BTREE")
     ),
+    "alter committed transaction": lambda ns, t: ns.alter_transaction(
+        req(
+            "AlterTransactionRequest",
+            id=[*t, "1"],
+            actions=[{"set_status_action": {"status": "FAILED"}}],
+        )
+    ),
     "missing table": lambda ns, t: ns.count_table_rows(
         req("CountTableRowsRequest", id=[*t[:-1], "missing"])
     ),
@@ -457,6 +464,7 @@ REFERENCE_DIFFERENCES = {
     "query unknown column": None,
     "query malformed filter": ("error", "INTERNAL"),
     "merge bad timeout": None,  # the reference ignores the timeout
+    "alter committed transaction": None,  # the reference answers it unchanged
 }
 OUR_ANSWERS = {
     "create existing": ("error", "TABLE_ALREADY_EXISTS"),
@@ -482,6 +490,7 @@ OUR_ANSWERS = {
     "alter unknown column": ("error", "TABLE_COLUMN_NOT_FOUND"),
     "add column bad expression": ("error", "TABLE_COLUMN_NOT_FOUND"),
     "index unknown column": ("error", "TABLE_COLUMN_NOT_FOUND"),
+    "alter committed transaction": ("error", "UNSUPPORTED"),
     "missing table": ("error", "TABLE_NOT_FOUND"),
 }
 
