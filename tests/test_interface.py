@@ -24,6 +24,7 @@ import pytest
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import GlueHarness, Harness
+from test_managed_commits import needs_conditional_updates
 
 DIM = 4
 ROWS = 300  # enough for a small IVF index
@@ -666,6 +667,7 @@ def _difference(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]
 
 def test_two_merge_inserts_on_a_managed_table(backend: Harness):
     """Both land, or one gets 14; no row is lost or doubled."""
+    needs_conditional_updates(backend)
     ns = backend.connect(managed_by="impl")
     db = backend.db("sales")
     ns.create_namespace({"id": db})
