@@ -283,10 +283,11 @@ def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
     """The request's id: the route's, or the body's when both name the same object.
 
     They name the same object when the body's id, joined by the delimiter, is the route's
-    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400.
+    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400. An empty
+    body id counts as absent: Lance's Java client always sends one (``"id": []``).
     """
     parts = parse_id(route_id, delimiter)
-    if given is None or given == parts:
+    if given is None or given == [] or given == parts:
         return parts
     if isinstance(given, list) and all(isinstance(part, str) for part in given):
         if delimiter.join(given) == route_id or (not given and route_id == delimiter):
