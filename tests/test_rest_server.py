@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -364,7 +365,8 @@ def test_tls(tmp_path: Path):
     namespace = DirectoryNamespace(root=str(tmp_path / "dir"))
     with RestServer(namespace, tls_cert=str(cert), tls_key=str(key)) as server:
         assert server.url.startswith("https://")
-        with httpx.Client(base_url=server.url, verify=str(ca)) as http:
+        trust = ssl.create_default_context(cafile=str(ca))
+        with httpx.Client(base_url=server.url, verify=trust) as http:
             assert http.post("/v1/namespace/a/create", json={}).status_code == 200
         with pytest.raises(httpx.ConnectError):
             httpx.get(server.url + "/health")  # not trusted without the certificate
@@ -441,12 +443,11 @@ def test_pylance_and_lancedb_through_the_server(dir_server: RestServer):
 
 
 def test_app_factory_serves_any_namespace(tmp_path: Path):
-    from starlette.testclient import TestClient
-
-    app = create_app(DirectoryNamespace(root=str(tmp_path / "dir")))
-    with TestClient(app) as client:
+    app = create_app(DirectoryNamespace(root=str(tmp_path / "dir")), max_body_bytes=10_000)
+    with RestServer(app) as server, httpx.Client(base_url=server.url) as client:
         assert client.post("/v1/namespace/a/create", json={}).status_code == 200
         assert client.get("/v1/namespace/$/list").json() == {"namespaces": ["a"]}
+        assert client.post("/v1/namespace/b/create", content=b"x" * 20_000).status_code == 413
 
 
 def cli(*args: str, **env: str) -> subprocess.Popen[str]:
