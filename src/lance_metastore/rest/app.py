@@ -132,7 +132,7 @@ def create_app(
             Route(route_path, _endpoint(namespace, operation), methods=[operation.method])
         )
 
-    async def not_found(request: Request, exc: Exception) -> Response:
+    async def routing_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
         if status == 405:
             message = f"Method {request.method} is not allowed on {request.url.path}"
@@ -152,7 +152,7 @@ def create_app(
             Middleware(BearerAuthMiddleware, token=auth_token, open_paths={HEALTH_PATH}),
             Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes),
         ],
-        exception_handlers={HTTPException: not_found, Exception: unexpected},
+        exception_handlers={HTTPException: routing_error, Exception: unexpected},
     )
 
 
