@@ -538,3 +538,24 @@ def test_listening_socket_lets_asyncio_disable_nagle():
 
     with bind("127.0.0.1", 0) as sock:
         assert sock.proto == socket.IPPROTO_TCP
+
+
+def test_unreachable_catalog_is_503_code_17(tmp_path: Path):
+    import lance_metastore
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # nothing listens there once closed
+    namespace = lance_metastore.GlueNamespace(
+        region="us-east-1",
+        endpoint=f"http://127.0.0.1:{port}",
+        access_key_id="AKIAEXAMPLEEXAMPLE",
+        secret_access_key="never-shown-secret-value",
+        root=str(tmp_path),
+        max_retries="1",
+    )
+    with RestServer(namespace) as server, httpx.Client(base_url=server.url, timeout=60) as http:
+        response = http.post("/v1/namespace/sales/describe", json={})
+        assert error_of(response) == (503, 17)
+        assert "never-shown-secret-value" not in response.text
+        assert http.get("/health").status_code == 200
