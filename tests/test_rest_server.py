@@ -86,9 +86,19 @@ def test_every_operation_of_the_interface_has_a_route():
     interface = {
         name
         for name in dir(lance_namespace.LanceNamespace)
-        if not name.startswith("_") and name not in ("namespace_id", "create_empty_table")
+        if not name.startswith("_") and name != "namespace_id"
     }
-    assert routed == interface  # create_empty_table is deprecated and has no route in the spec
+    assert routed == interface
+    # the deprecated create_empty_table keeps its older route, served by declare_table
+    assert {op.name: op.method_name for op in OPERATIONS}["create_empty_table"] == "declare_table"
+
+
+def test_create_empty_is_declare(http: httpx.Client):
+    http.post("/v1/namespace/sales/create", json={})
+    created = http.post("/v1/table/sales$t/create-empty", json={})
+    assert created.status_code == 200 and created.json()["location"]
+    assert http.get("/v1/namespace/sales/table/list").json() == {"tables": ["t"]}
+    assert error_of(http.post("/v1/table/sales$t/create-empty", json={})) == (409, 5)
 
 
 def test_status_of_every_error_code():
