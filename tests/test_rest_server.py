@@ -569,3 +569,10 @@ def test_unreachable_catalog_is_503_code_17(tmp_path: Path):
         assert error_of(response) == (503, 17)
         assert "never-shown-secret-value" not in response.text
         assert http.get("/health").status_code == 200
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path):
+    missing = str(tmp_path / "missing.pem")
+    server = RestServer(BareNamespace(), tls_cert=missing, tls_key=missing)
+    with pytest.raises(RuntimeError, match="did not start"):
+        server.start()

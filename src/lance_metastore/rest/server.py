@@ -135,17 +135,23 @@ class RestServer:
     def start(self) -> RestServer:
         self._sock = bind(self._host, self._port)
         self.url = url_of(self._sock, self._tls)
-        self._server = uvicorn.Server(self._config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._sock]},
-            name=f"lance-rest {self.url}",
-            daemon=True,
-        )
+        server = self._server = uvicorn.Server(self._config)
+        sock = self._sock
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as error:  # e.g. an unreadable TLS certificate
+                failure.append(error)
+
+        self._thread = threading.Thread(target=run, name=f"lance-rest {self.url}", daemon=True)
         self._thread.start()
-        while not self._server.started:
+        while not server.started:
             if not self._thread.is_alive():
-                raise RuntimeError(f"The REST server on {self.url} did not start")
+                self.stop()
+                cause = failure[0] if failure else None
+                raise RuntimeError(f"The REST server did not start: {cause}") from cause
             self._thread.join(0.01)
         return self
 
