@@ -483,11 +483,14 @@ def first_line(process: subprocess.Popen[str]) -> str:
 def test_cli_serve_prints_url_then_stops_on_sigterm_after_in_flight_requests(tmp_path: Path):
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
+    started = tmp_path / "started"
     process = cli(
         "--impl",
         "rest_namespaces.SlowNamespace",
         "--prop",
         "delay=2",
+        "--prop",
+        f"started_file={started}",
         "serve",
         "--port",
         "0",
@@ -507,7 +510,10 @@ def test_cli_serve_prints_url_then_stops_on_sigterm_after_in_flight_requests(tmp
 
         caller = threading.Thread(target=slow_call)
         caller.start()
-        time.sleep(0.7)  # the request is in flight (the namespace sleeps 2 s)
+        deadline = time.monotonic() + 60
+        while not started.exists():  # the request is in flight (the namespace sleeps 2 s)
+            assert time.monotonic() < deadline and caller.is_alive()
+            time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
         caller.join(30)
         assert outcome["slow"].status_code == 200
