@@ -7,17 +7,18 @@ URL is known (and printed) before the first request can arrive.
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import uvicorn
 from lance_namespace import LanceNamespace
 
 from .app import create_app
-from .security import DEFAULT_MAX_BODY_BYTES
+from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 2333  # the spec's default port
@@ -64,6 +65,16 @@ def _config(app: Any, tls_cert: str | None, tls_key: str | None, log_level: str)
     )
 
 
+def audit_to(stream: TextIO) -> None:
+    """Send the audit log, one bare line per request, to ``stream`` (only there)."""
+    audit = logging.getLogger(AUDIT_LOGGER)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit.handlers = [handler]
+    audit.setLevel(logging.INFO)
+    audit.propagate = False
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, except that SIGTERM, once in-flight requests have finished, ends
     ``serve`` normally (exit status 0) instead of being raised again to kill the process."""
@@ -85,12 +96,17 @@ def serve(
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     on_ready: Callable[[str], None] = print,
+    audit_stream: TextIO | None = None,
     log_level: str = "warning",
 ) -> None:
     """Serve ``namespace`` until SIGTERM or SIGINT; in-flight requests finish first.
 
     ``on_ready`` receives the URL once the socket listens (the CLI prints it as its first line).
+    ``audit_stream``: write the audit lines there (else they go to the ``AUDIT_LOGGER`` logger
+    as the application configured it).
     """
+    if audit_stream is not None:
+        audit_to(audit_stream)
     app = create_app(namespace, auth_token=auth_token, max_body_bytes=max_body_bytes)
     config = _config(app, tls_cert, tls_key, log_level)
     sock = bind(host, port)
