@@ -582,3 +582,18 @@ def test_a_server_that_cannot_start_says_why(tmp_path: Path):
     server = RestServer(BareNamespace(), tls_cert=missing, tls_key=missing)
     with pytest.raises(RuntimeError, match="did not start"):
         server.start()
+
+
+def test_readme_example_runs_as_written(hive3, tmp_path: Path):
+    """The README's REST client example, against a server on Hive 3 (its URL swapped in)."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("## REST server", 1)[1]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    hive3.reset()
+    with RestServer(hive3.connect()) as server:
+        code = example.replace("http://127.0.0.1:2333", server.url)
+        run = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
+        )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["2", "['orders']"]
