@@ -17,6 +17,7 @@ from support.harness import Harness
 from support.rest import RestHarness
 from test_behaviour import *  # noqa: F403 - the suite, collected again here
 from test_behaviour import DictWithModelDump, code_of
+
 # test_writer_killed_before_the_catalog_update is not run here: its fault is injected into the
 # writer's in-process namespace, which a REST client does not have.
 from test_managed_commits import (  # noqa: F401 - collected again here
