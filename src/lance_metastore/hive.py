@@ -32,6 +32,7 @@ from lance_namespace.errors import (
     ServiceUnavailableError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from pymetastore.hive_metastore import ttypes
@@ -41,6 +42,13 @@ from thrift.transport.TTransport import TTransportException
 
 from . import versions
 from ._hms_pool import ConnectionPool, parse_uris
+from ._hms_transport import (
+    SECURITY_PROPERTIES,
+    AuthenticationFailed,
+    KerberosUnavailable,
+    security_from_settings,
+    security_hint,
+)
 from .base import CatalogNamespace
 from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
 from .identifiers import NameRules, Path, describe
@@ -95,6 +103,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "client.lock-timeout-sec", "Longest wait for a table lock at commit", positive_float, 30.0
     ),
+    *SECURITY_PROPERTIES,
     ROOT,
     MANAGED_BY,
 )
@@ -117,6 +126,10 @@ class _HiveNamespace(CatalogNamespace):
             raise InvalidInputError(
                 f"{type(self).__name__}: invalid value for property 'uri': {error}"
             ) from None
+        try:
+            self._security = security_from_settings(settings)
+        except ValueError as error:
+            raise InvalidInputError(f"{type(self).__name__}: {error}") from None
         self._pool_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._user = settings["client.user"] or _login_name()
@@ -137,6 +150,7 @@ class _HiveNamespace(CatalogNamespace):
                         self._servers,
                         self._settings["client.pool-size"],
                         self._settings["client.socket-timeout-sec"],
+                        self._security,
                     )
                     # A namespace dropped without close() still gives its connections back.
                     weakref.finalize(self, self._pool.close)
@@ -174,8 +188,16 @@ class _HiveNamespace(CatalogNamespace):
             return None
 
     def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
+        if isinstance(error, AuthenticationFailed):
+            return UnauthenticatedError(f"Not authenticated to {context}: {error}")
+        if isinstance(error, KerberosUnavailable):
+            return ServiceUnavailableError(f"Kerberos unavailable to {context}: {error}")
         if isinstance(error, TRANSPORT_ERRORS):
-            return ServiceUnavailableError(f"Hive Metastore unreachable to {context}: {error}")
+            uris = ",".join(str(s) for s in self._servers)
+            return ServiceUnavailableError(
+                f"Hive Metastore {uris} unreachable to {context}: {error}"
+                f"{security_hint(error, self._security)}"
+            )
         if isinstance(error, TApplicationException):
             if error.type == TApplicationException.UNKNOWN_METHOD:
                 return UnsupportedOperationError(
