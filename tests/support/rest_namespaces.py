@@ -7,6 +7,7 @@ any namespace, including one that implements almost nothing or one that fails un
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from lance_namespace import (
     DescribeNamespaceRequest,
@@ -28,9 +29,12 @@ class BareNamespace(LanceNamespace):
 
 
 class SlowNamespace(BareNamespace):
-    """Answers describe_namespace after ``delay`` seconds (for graceful-shutdown tests)."""
+    """Answers describe_namespace after ``delay`` seconds (for graceful-shutdown tests); creates
+    the file ``started_file`` (when given) as the call starts, so a test knows it is in flight."""
 
     def describe_namespace(self, request: DescribeNamespaceRequest) -> DescribeNamespaceResponse:
+        if self.properties.get("started_file"):
+            Path(self.properties["started_file"]).touch()
         time.sleep(float(self.properties.get("delay", "2")))
         return DescribeNamespaceResponse(properties={"slow": "yes"})
 

@@ -132,7 +132,7 @@ def create_app(
             Route(route_path, _endpoint(namespace, operation), methods=[operation.method])
         )
 
-    async def not_found(request: Request, exc: Exception) -> Response:
+    async def routing_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
         if status == 405:
             message = f"Method {request.method} is not allowed on {request.url.path}"
@@ -152,7 +152,7 @@ def create_app(
             Middleware(BearerAuthMiddleware, token=auth_token, open_paths={HEALTH_PATH}),
             Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes),
         ],
-        exception_handlers={HTTPException: not_found, Exception: unexpected},
+        exception_handlers={HTTPException: routing_error, Exception: unexpected},
     )
 
 
@@ -170,7 +170,7 @@ def _route_priority(operation: Operation) -> tuple[int, int]:
 
 
 def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., Any]:
-    method = getattr(namespace, operation.name)
+    method = getattr(namespace, operation.method_name)
     raw_route = _raw_route_pattern(operation)
 
     async def endpoint(request: Request) -> Response:
@@ -283,10 +283,11 @@ def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
     """The request's id: the route's, or the body's when both name the same object.
 
     They name the same object when the body's id, joined by the delimiter, is the route's
-    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400.
+    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400. An empty
+    body id counts as absent: Lance's Java client always sends one (``"id": []``).
     """
     parts = parse_id(route_id, delimiter)
-    if given is None or given == parts:
+    if given is None or given == [] or given == parts:
         return parts
     if isinstance(given, list) and all(isinstance(part, str) for part in given):
         if delimiter.join(given) == route_id or (not given and route_id == delimiter):
