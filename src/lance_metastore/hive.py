@@ -671,6 +671,72 @@ class _HiveNamespace(CatalogNamespace):
         except Exception as error:
             logger.warning("could not release metastore lock %s: %s", lock_id, error)
 
+    def _lock_if_managed(self, path: Path, entry: TableEntry) -> int | None:
+        """The table's exclusive lock for a change of a catalog-managed table, so that a
+        concurrent commit (also under the lock) is neither undone nor lost.
+
+        Released with :meth:`_unlock` in a ``finally`` (not a context manager: Thrift's
+        exceptions are immutable, and contextlib's re-raise would fail on them).
+        """
+        return self._lock_table(path, entry.name) if self._managed_versioning(entry) else None
+
+    def _catalog_set_columns(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        """Columns only. The metastore refuses a column list whose types change position by
+        position (``hive.metastore.disallow.incompatible.col.type.changes``, on by default):
+        such a list (a dropped middle column, a changed type) is set in two alters, through an
+        empty list, which the check accepts."""
+        lock_id = self._lock_if_managed(path, entry)
+        try:
+            current = self._get("get_table", self._db_ref(path), entry.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            wanted = [ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns]
+            current.sd.cols = wanted
+            try:
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            except ttypes.InvalidOperationException:
+                current.sd.cols = []
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                current.sd.cols = wanted
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
+
+    def _catalog_rename_table(
+        self, path: Path, entry: TableEntry, new_path: Path, new_name: str
+    ) -> None:
+        """One ``alter_table`` carrying the new name and database: the metastore renames
+        atomically (an external table's location stays). Across catalogs it cannot."""
+        if self._catalog_of(path) != self._catalog_of(new_path):
+            raise InvalidInputError(
+                f"Cannot rename {describe((*path, entry.name))} into another catalog "
+                f"({describe(new_path)}): the metastore renames within a catalog"
+            )
+        lock_id = self._lock_if_managed(path, entry)
+        try:
+            current = self._get("get_table", self._db_ref(path), entry.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            current.tableName = new_name
+            current.dbName = new_path[-1]
+            try:
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
+                if self._get("get_table", self._db_ref(new_path), new_name) is not None:
+                    raise TableAlreadyExistsError(
+                        f"Table {describe((*new_path, new_name))} already exists"
+                    ) from None
+                raise InvalidInputError(
+                    f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
+                    f"{getattr(error, 'message', error)}"
+                ) from None
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
+
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         try:
             self._call("drop_table", self._db_ref(path), name, False, idempotent=False)

@@ -60,6 +60,10 @@ class Harness(ABC):
     def namespace_class(self) -> type[LanceNamespace]:
         """The class ``connect`` builds here, for constructing it directly."""
 
+    def client_target(self) -> tuple[str, dict[str, str]]:
+        """What lancedb's ``connect_namespace`` takes to reach this backend: impl, properties."""
+        return f"lance_metastore.{self.namespace_class().__name__}", self.properties()
+
     def connect(self, **overrides: str) -> LanceNamespace:
         from lance_namespace import connect
 
