@@ -678,7 +678,43 @@ class _HiveNamespace(CatalogNamespace):
         Released with :meth:`_unlock` in a ``finally`` (not a context manager: Thrift's
         exceptions are immutable, and contextlib's re-raise would fail on them).
         """
-        return self._lock_table(path, entry.name) if self._managed_versioning(entry) else None
+        return self._lock_table(path, entry) if self._managed_versioning(entry) else None
+
+    def _alter_managed(self, path: Path, name: str, table: Any, guarded: bool) -> None:
+        """Alter a table that ``table`` was read from. For a catalog-managed table (``guarded``)
+        on HMS 4, whose commits take no lock, the alter is conditional on the revision read and
+        counts it up, so that it never undoes a commit that landed in between (14 instead)."""
+        revision = (table.parameters or {}).get(REVISION_KEY, "")
+        if not (guarded and revision.isdigit() and self._conditional_alter is not False):
+            self._call("alter_table", self._db_ref(path), name, table, idempotent=False)
+            return
+        read_parameters = table.parameters
+        table.parameters = {**read_parameters, REVISION_KEY: str(int(revision) + 1)}
+        request = ttypes.AlterTableRequest(
+            catName=self._catalog_of(path),
+            dbName=path[-1],
+            tableName=name,
+            table=table,
+            environmentContext=_no_stats({CONDITION_KEY: REVISION_KEY, CONDITION_VALUE: revision}),
+        )
+        try:
+            self._call("alter_table_req", request, idempotent=False)
+        except TApplicationException as error:
+            table.parameters = read_parameters
+            if error.type != TApplicationException.UNKNOWN_METHOD:
+                raise
+            self._conditional_alter = False  # an older metastore: the lock held suffices
+            self._call("alter_table", self._db_ref(path), name, table, idempotent=False)
+        except ttypes.MetaException as error:
+            table.parameters = read_parameters
+            if CONDITION_REFUSED in (error.message or ""):
+                raise ConcurrentModificationError(
+                    f"Table {describe((*path, name))} changed concurrently"
+                ) from None
+            raise
+        except BaseException:
+            table.parameters = read_parameters  # not applied: a next alter expects the same
+            raise
 
     def _catalog_set_columns(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
@@ -688,19 +724,20 @@ class _HiveNamespace(CatalogNamespace):
         such a list (a dropped middle column, a changed type) is set in two alters, through an
         empty list, which the check accepts."""
         lock_id = self._lock_if_managed(path, entry)
+        guarded = lock_id is not None
         try:
-            current = self._get("get_table", self._db_ref(path), entry.name)
+            current = self._get_table(path, entry.name)
             if current is None:
                 raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
             wanted = [ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns]
             current.sd.cols = wanted
             try:
-                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                self._alter_managed(path, entry.name, current, guarded)
             except ttypes.InvalidOperationException:
                 current.sd.cols = []
-                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                self._alter_managed(path, entry.name, current, guarded)
                 current.sd.cols = wanted
-                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                self._alter_managed(path, entry.name, current, guarded)
         finally:
             if lock_id is not None:
                 self._unlock(lock_id)
@@ -717,15 +754,15 @@ class _HiveNamespace(CatalogNamespace):
             )
         lock_id = self._lock_if_managed(path, entry)
         try:
-            current = self._get("get_table", self._db_ref(path), entry.name)
+            current = self._get_table(path, entry.name)
             if current is None:
                 raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
             current.tableName = new_name
             current.dbName = new_path[-1]
             try:
-                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                self._alter_managed(path, entry.name, current, lock_id is not None)
             except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
-                if self._get("get_table", self._db_ref(new_path), new_name) is not None:
+                if self._get_table(new_path, new_name) is not None:
                     raise TableAlreadyExistsError(
                         f"Table {describe((*new_path, new_name))} already exists"
                     ) from None
