@@ -147,7 +147,8 @@ def test_golden_hive2(hive_metastore_uri: str, short_dir: Path) -> None:
 
     write(short_dir / "single.lance", [7])
     run("register", f"{db}/single", str(short_dir / "single.lance"))
-    run("register", f"{db}/single", str(short_dir / "single.lance"), "--mode", "overwrite", "--json")
+    single = str(short_dir / "single.lance")
+    run("register", f"{db}/single", single, "--mode", "overwrite", "--json")
     run("register", f"{db}/nothing", str(short_dir / "none.lance"), code=23)
 
     run("ls")
@@ -226,7 +227,9 @@ def test_golden_usage_and_local_metastore(short_dir: Path) -> None:
     run("--config", str(short_dir / "none.toml"), "ls", code=2)
     run("--impl", "hive2", "--uri", "thrift://a:1", "--prop", "uri=thrift://b:2", "ls", code=2)
     run("--json", "--impl", "hive2", "create-namespace", "x", "--mode", "sideways", code=2)
-    run("--impl", "hive2", "--uri", "thrift://127.0.0.1:9", "--prop", "client.retries=1", "ls", code=27)
+    unreachable = ["--impl", "hive2", "--uri", "thrift://127.0.0.1:9"]
+    unreachable += ["--prop", "client.retries=1"]
+    run(*unreachable, "ls", code=27)
     run("hms", "status", "--data-dir", str(short_dir / "hms"), code=3)
     run("hms", "status", "--data-dir", str(short_dir / "hms"), "--json", code=3)
     run("hms", "stop", "--data-dir", str(short_dir / "hms"), code=1)
