@@ -286,7 +286,9 @@ def test_columns_follow_the_dataset(backend: Harness, ns, db):
     ns.declare_table({"id": [*db, "t"]})
     assert backend.columns(db, "t") == []
     lance.write_dataset(DATA, namespace_client=ns, table_id=[*db, "t"], mode="append")
-    ns.describe_table({"id": [*db, "t"]})
+    ns.describe_table({"id": [*db, "t"], "check_declared": True})
+    assert backend.columns(db, "t") == []  # reads never write the catalog
+    ns.sync_table_columns([*db, "t"])  # what a writer other than ours is told to call
     assert backend.columns(db, "t") == [("id", "bigint"), ("name", "string")]
 
 

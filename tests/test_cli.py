@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lance_metastore.cli import app, parse_id
-from lance_metastore.cli_config import env_property_name
+from lance_metastore.cli.config import env_property_name
 
 SECRET = "Zq7-SuperSecretValue-DoNotPrint-4417"
 STORAGE_SECRET = "Kx9-StorageSecret-DoNotPrint-2231"

@@ -107,6 +107,7 @@ class _HiveNamespace(CatalogNamespace):
     SUPPORTS_CASCADE = True
     # Namespace levels above a table: 1 for Hive 2 (database), 2 for Hive 3 (catalog, db).
     DEPTH = 1
+    LEVELS: tuple[str, ...] = ("database", "table")  # what each part of an id names
 
     def _configure(self, settings: Settings) -> None:
         if not settings["uri"]:
@@ -208,13 +209,18 @@ class _HiveNamespace(CatalogNamespace):
                 f"Namespace {describe(parts)} is too deep: {type(self).__name__} has "
                 f"{self.DEPTH} namespace level(s)"
             )
-        return tuple(HIVE_RULES.normalize(p, "namespace", parts) for p in parts)
+        levels = self.LEVELS[: len(parts)]
+        return tuple(
+            HIVE_RULES.normalize(p, what, parts) for p, what in zip(parts, levels, strict=True)
+        )
 
     def _normalize_table(self, parts: Path) -> tuple[Path, str]:
         if len(parts) != self.DEPTH + 1:
             shape = "catalog$database$table" if self.DEPTH == 2 else "database$table"
             raise InvalidInputError(f"Table identifier {describe(parts)} must be {shape}")
-        names = tuple(HIVE_RULES.normalize(p, "name", parts) for p in parts)
+        names = tuple(
+            HIVE_RULES.normalize(p, what, parts) for p, what in zip(parts, self.LEVELS, strict=True)
+        )
         return names[:-1], names[-1]
 
     def _db_ref(self, path: Path) -> str:
@@ -268,8 +274,12 @@ class _HiveNamespace(CatalogNamespace):
         return None if database is None else self._database_properties(database)
 
     def _create_database(self, path: Path, properties: Mapping[str, str]) -> None:
+        database = self._database_object(path, properties)
+        if database.locationUri is None and self._settings["root"]:
+            # Under the configured root, where its tables go (else HMS picks its warehouse).
+            database.locationUri = join_location(self.root, *path)
         try:
-            self._call("create_database", self._database_object(path, properties), idempotent=False)
+            self._call("create_database", database, idempotent=False)
         except ttypes.AlreadyExistsException:
             raise NamespaceAlreadyExistsError(
                 f"Namespace {describe(path)} already exists"
@@ -535,6 +545,10 @@ class _HiveNamespace(CatalogNamespace):
             raise TableNotFoundError(f"Table {describe((*path, name))} does not exist") from None
 
     def _catalog_table_base(self, path: Path) -> str:
+        """The database's own location first (as Glue does), then the root."""
+        database = self._get("get_database", self._db_ref(path))
+        if database is not None and database.locationUri:
+            return plain_location(database.locationUri)
         return join_location(self.root, *path)
 
 
@@ -572,6 +586,7 @@ class Hive3Namespace(_HiveNamespace):
     """Lance tables in a Hive 3.x metastore: catalog -> database -> table."""
 
     DEPTH = 2
+    LEVELS = ("catalog", "database", "table")
 
     # ----------------------------------------------------------------------------------------
     # Catalog support detection
