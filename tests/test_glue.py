@@ -1070,7 +1070,7 @@ def test_columns_reflect_the_arrow_schema(ns, raw):
 def test_sync_table_columns_after_a_schema_change(ns, raw):
     ns.create_namespace({"id": ["db"]})
     lance.write_dataset(DATA, namespace_client=ns, table_id=["db", "t"], mode="create")
-    ns.describe_table({"id": ["db", "t"]})
+    ns.sync_table_columns(["db", "t"])
     assert [c["Name"] for c in _columns(raw, "db", "t")] == ["id", "name"]
     version_before = raw.get_table(DatabaseName="db", Name="t")["Table"]["VersionId"]
 

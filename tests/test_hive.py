@@ -653,7 +653,10 @@ def test_catalog_columns_follow_the_lance_schema(ns2, hive_metastore_uri, tmp_pa
     with RawClient(hive_metastore_uri) as client:
         assert not client.get_table(db, "written").sd.cols  # nothing known yet
     lance.write_dataset(data, declared)  # straight to storage: the catalog is not told
-    ns2.describe_table({"id": [db, "written"]})  # first describe records the columns
+    ns2.describe_table({"id": [db, "written"]})  # a read: never writes the catalog
+    with RawClient(hive_metastore_uri) as client:
+        assert not client.get_table(db, "written").sd.cols
+    ns2.sync_table_columns([db, "written"])  # what such a writer is told to call
     with RawClient(hive_metastore_uri) as client:
         cols = client.get_table(db, "written").sd.cols
     assert [(c.name, c.type) for c in cols] == expected
