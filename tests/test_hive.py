@@ -673,3 +673,32 @@ def test_drop_namespace_cascade_keeps_data(ns2, hive_metastore_uri):
         assert db not in client.get_all_databases()
     assert lance.dataset(location).count_rows() == 3
     assert sorted(os.listdir(location))  # the files are all still there
+
+
+def test_declare_uses_the_database_location(ns2, hive_metastore_uri, tmp_path):
+    """A table without a location goes under its database's own location (as on Glue), then
+    under root; a database created with root set lives under root."""
+    own = tmp_path / "elsewhere" / "orders_db"
+    placed = new_db(ns2, {"database.location-uri": str(own)})
+    declared = ns2.declare_table({"id": [placed, "t"]}).location
+    assert declared == str(own / "t.lance")
+
+    under_root = new_db(ns2)
+    described = ns2.describe_namespace({"id": [under_root]}).properties
+    assert described["database.location-uri"] == str(tmp_path / "lake" / under_root)
+    assert ns2.declare_table({"id": [under_root, "t"]}).location == str(
+        tmp_path / "lake" / under_root / "t.lance"
+    )
+
+    # Without root, a database gets the metastore's warehouse location, and its tables too.
+    rootless = Hive2Namespace(uri=hive_metastore_uri)
+    try:
+        bare = unique()
+        ns2.created.append(bare)  # type: ignore[attr-defined]
+        rootless.create_namespace({"id": [bare]})
+        warehouse = rootless.describe_namespace({"id": [bare]}).properties
+        location = rootless.declare_table({"id": [bare, "t"]}).location
+        assert location == warehouse["database.location-uri"] + "/t.lance"
+        assert not location.startswith(os.getcwd())
+    finally:
+        rootless.close()

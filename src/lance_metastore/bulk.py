@@ -86,10 +86,13 @@ def register_many(
     skip_existing: bool = False,
     jobs: int = 4,
     dry_run: bool = False,
-    on_done: Callable[[Registration], None] | None = None,
+    on_done: Callable[[int, int], None] | None = None,
 ) -> BulkRegistration:
     """Register every dataset under ``directory`` in ``namespace_id``; never raises for one
-    dataset's failure (see :attr:`BulkRegistration.failed`). A missing namespace fails fast."""
+    dataset's failure (see :attr:`BulkRegistration.failed`). A missing namespace fails fast.
+
+    ``on_done(done, total)`` is called after each registration (for progress).
+    """
     from lance_namespace import NamespaceExistsRequest, RegisterTableRequest
 
     namespace = tuple(namespace_id)
@@ -122,5 +125,5 @@ def register_many(
         for outcome in pool.map(register, plan):
             result.outcomes.append(outcome)
             if on_done is not None:
-                on_done(outcome)
+                on_done(len(result.outcomes), len(plan))
     return result

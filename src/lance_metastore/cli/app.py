@@ -115,7 +115,7 @@ def state_of(ctx: typer.Context, json_flag: bool = False) -> State:
     return state
 
 
-def _code_name(code: int) -> str:
+def code_name(code: int) -> str:
     from lance_namespace.errors import ErrorCode
 
     try:
@@ -124,12 +124,15 @@ def _code_name(code: int) -> str:
         return "UNKNOWN"
 
 
-def spec_exit(state: State, error: Any, message: str | None = None) -> typer.Exit:
-    """Report a namespace error (or a summary of one) and give the exit to raise."""
+def spec_exit(
+    state: State, error: Any, message: str | None = None, document: bool = True
+) -> typer.Exit:
+    """Report a namespace error (or a summary of one) and give the exit to raise;
+    ``document=False`` when the command's own JSON document already reports it."""
     code = int(error.code)
     exit_code = EXIT_SPEC_BASE + code
     text = scrub(message if message is not None else str(error), state.secrets())
-    state.output.error(text, exit_code, code, _code_name(code))
+    state.output.error(text, exit_code, code, code_name(code), document=document)
     return typer.Exit(exit_code)
 
 

@@ -31,7 +31,7 @@ from rich.tree import Tree
 
 from ..identifiers import join_identifier
 
-Advance = Callable[[], None]
+Advance = Callable[[int, int], None]  # (done, total)
 Describe = Callable[[str], None]
 
 
@@ -94,13 +94,23 @@ class Output:
     def note(self, text: str) -> None:
         """A remark for people (stderr); nothing in JSON."""
 
-    def error(self, message: str, exit_code: int, code: int | None, name: str | None) -> None:
+    def error(
+        self,
+        message: str,
+        exit_code: int,
+        code: int | None,
+        name: str | None,
+        document: bool = True,
+    ) -> None:
+        """The error line on stderr, and its JSON document unless the command's own document
+        (which reports the failure) is already printed: stdout holds exactly one."""
         prefix = f"error [code {code} {name}]" if code is not None else "error"
         stderr_console().print(Text(f"{prefix}: {message}", style="red"), soft_wrap=True)
-        error: dict[str, Any] = {"message": message, "exit_code": exit_code}
-        if code is not None:
-            error.update(code=code, name=name)
-        self.document({"error": error})
+        if document:
+            error: dict[str, Any] = {"message": message, "exit_code": exit_code}
+            if code is not None:
+                error.update(code=code, name=name)
+            self.document({"error": error})
 
     @contextlib.contextmanager
     def spinner(self, description: str) -> Iterator[Describe]:
@@ -108,9 +118,9 @@ class Output:
         yield lambda _text: None
 
     @contextlib.contextmanager
-    def progress(self, description: str, total: int) -> Iterator[Advance]:
-        """Progress of ``total`` steps; yields the function that marks one done."""
-        yield lambda: None
+    def progress(self, description: str) -> Iterator[Advance]:
+        """Progress of counted steps; yields ``update(done, total)``."""
+        yield lambda _done, _total: None
 
 
 JsonOutput = Output
@@ -137,7 +147,14 @@ class RichOutput(Output):
     def note(self, text: str) -> None:
         self.err.print(Text(text))
 
-    def error(self, message: str, exit_code: int, code: int | None, name: str | None) -> None:
+    def error(
+        self,
+        message: str,
+        exit_code: int,
+        code: int | None,
+        name: str | None,
+        document: bool = True,
+    ) -> None:
         prefix = f"error [code {code} {name}]" if code is not None else "error"
         self.err.print(Text(f"{prefix}: {message}", style="red"), soft_wrap=True)
 
@@ -255,9 +272,9 @@ class RichOutput(Output):
             yield lambda text: progress.update(task, description=text)
 
     @contextlib.contextmanager
-    def progress(self, description: str, total: int) -> Iterator[Advance]:
+    def progress(self, description: str) -> Iterator[Advance]:
         if not self._progress_shown():
-            yield lambda: None
+            yield lambda _done, _total: None
             return
         columns = (
             TextColumn(description),
@@ -266,8 +283,8 @@ class RichOutput(Output):
             TimeElapsedColumn(),
         )
         with Progress(*columns, console=self.err, transient=True) as progress:
-            task = progress.add_task(description, total=total)
-            yield lambda: progress.advance(task)
+            task = progress.add_task(description, total=None)
+            yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
 def key_values(rows: Sequence[tuple[str, Any]]) -> Table:

@@ -13,7 +13,7 @@ import typer
 from ...bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
 from ...errors import scrub
 from ...identifiers import join_identifier, parse_identifier
-from ..app import CliFailure, JsonFlag, PropList, running, spec_exit
+from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
 
 
@@ -117,11 +117,9 @@ def registrations_document(result: BulkRegistration, secrets: list[str]) -> dict
             }
             if outcome.error is not None:
                 code = int(outcome.error.code)
-                from lance_namespace.errors import ErrorCode
-
                 entry.update(
                     code=code,
-                    name=ErrorCode(code).name,
+                    name=code_name(code),
                     error=scrub(str(outcome.error), secrets),
                 )
             found.append(entry)
@@ -164,13 +162,10 @@ def register_many_command(
     json_flag: JsonFlag = False,
 ) -> None:
     """Register every Lance dataset found under DIR (table name: directory minus .lance)."""
-    from ...bulk import find_datasets
-
     with running(ctx, json_flag) as state:
         parts = list(parse_identifier(namespace))
         ns = state.namespace()
-        total = 0 if dry_run else len(find_datasets(directory))
-        with state.output.progress("registering", total) as advance:
+        with state.output.progress("registering") as update:
             result = register_many(
                 ns,
                 parts,
@@ -179,16 +174,14 @@ def register_many_command(
                 skip_existing=skip_existing,
                 jobs=jobs,
                 dry_run=dry_run,
-                on_done=lambda _outcome: advance(),
+                on_done=update,
             )
         state.output.registrations(registrations_document(result, state.secrets()))
         first = result.first_error
         if first is not None:
             failed = len(result.failed)
             summary = f"{failed} of {len(result.outcomes)} registration(s) failed; first: {first}"
-            # The document is printed already: only the stderr line is added.
-            state.json = False
-            raise spec_exit(state, first, summary)
+            raise spec_exit(state, first, summary, document=False)
 
 
 def deregister_command(
