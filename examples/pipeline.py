@@ -72,11 +72,26 @@ def start_spark(data_dir: Path) -> Any:
 
     from lance_metastore.spark import register
 
+    # Spark's own log lines (log4j's start-up warnings) mean nothing here: errors only, from
+    # the first line on (setLogLevel below comes too late for the start-up ones).
+    log4j = data_dir / "log4j2.properties"
+    log4j.parent.mkdir(parents=True, exist_ok=True)
+    log4j.write_text(
+        "rootLogger.level = error\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+    )
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("lance-metastore-pipeline")
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
         .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+        # Stage progress bars on a terminal: the writes take about a minute on 2 cores.
+        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "4")
@@ -141,14 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     metastore, started_here = start_metastore(data_dir / "hms")
     spark = None
     try:
-        from lance_namespace import CreateNamespaceRequest, connect
+        from lance_namespace import CreateNamespaceRequest
 
-        import lance_metastore  # noqa: F401 - registers the alias "hive3"
+        from lance_metastore import connect
 
         props = {"uri": metastore.uri, "root": str(data_dir / "lake")}
         connect("hive3", props).create_namespace(CreateNamespaceRequest(id=DB, mode="exist_ok"))
         lance_options = {"impl": "hive3", **props}
 
+        log("starting Spark local[2] ...")
         spark = start_spark(data_dir)
         log("Spark local[2] started")
 
@@ -159,9 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         enriched_table = "$".join([*DB, "orders_enriched"])
         stats_table = "$".join([*DB, "customer_stats"])
         t0 = time.perf_counter()
+        log(f"writing {enriched_table} ({args.orders:,} orders; about a minute on 2 cores) ...")
         enriched.write.format("lance").options(**lance_options).mode("overwrite").save(
             enriched_table
         )
+        log(f"writing {stats_table} ...")
         stats.write.format("lance").options(**lance_options).mode("overwrite").save(stats_table)
         log(f"wrote {enriched_table} and {stats_table} in {time.perf_counter() - t0:.1f}s")
 

@@ -327,7 +327,7 @@ class CatalogNamespace(LanceNamespace):
         except Exception:
             return None
 
-    def _has_committed_data(self, path: Path, entry: TableEntry) -> bool:
+    def _has_committed_data(self, entry: TableEntry) -> bool:
         """Whether the table holds data: for catalog-managed tables the catalog knows."""
         if self._managed_versioning(entry):
             return versions.current_version(entry.parameters) > 0
@@ -506,7 +506,7 @@ class CatalogNamespace(LanceNamespace):
 
     def _has_data(self, path: Path, name: str) -> bool:
         entry = self._catalog_get_table(path, name)
-        return entry is not None and self._has_committed_data(path, entry)
+        return entry is not None and self._has_committed_data(entry)
 
     def declare_table(self, request: Any = None) -> DeclareTableResponse:
         raw_id = _raw_id(request)
@@ -633,7 +633,7 @@ class CatalogNamespace(LanceNamespace):
             entry = self._require_lance_table(path, name)
             # The entry goes first: if deleting data then fails, the data can be registered
             # again; the other order could leave a catalog entry pointing at nothing.
-            has_data = entry.location is not None and self._has_committed_data(path, entry)
+            has_data = entry.location is not None and self._has_committed_data(entry)
             self._catalog_delete_table(path, name)
             if has_data:
                 import lance
