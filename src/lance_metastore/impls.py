@@ -2,8 +2,9 @@
 
 An impl is one of our aliases (:data:`ALIASES`, also published as ``lance_namespace.impls``
 entry points so other tools can find them), an alias another package publishes under that
-entry-point group, an alias ``lance_namespace`` knows (``dir``, ``rest``, or one registered
-with ``register_namespace_impl``), or a class path ``pkg.mod.Class``. The command line and
+entry-point group, one of ``lance_namespace``'s native aliases (``dir``, ``rest``), or a class
+path ``pkg.mod.Class``. (Aliases registered at run time with ``register_namespace_impl`` live in
+a private table of ``lance_namespace``; use their class path here.) The command line and
 the Spark data source both connect through :func:`connect`.
 """
 
@@ -44,12 +45,7 @@ def known_aliases() -> dict[str, str]:
     """Every alias this process can resolve, and the class path each one names."""
     import lance_namespace
 
-    return {
-        **getattr(lance_namespace, "NATIVE_IMPLS", {}),
-        **getattr(lance_namespace, "_REGISTERED_IMPLS", {}),
-        **_published(),
-        **ALIASES,
-    }
+    return {**lance_namespace.NATIVE_IMPLS, **_published(), **ALIASES}
 
 
 def class_path_of(impl: str) -> str:
