@@ -677,17 +677,17 @@ def test_drop_namespace_cascade_keeps_data(ns2, hive_metastore_uri):
 
 def test_declare_uses_the_database_location(ns2, hive_metastore_uri, tmp_path):
     """A table without a location goes under its database's own location (as on Glue), then
-    under root; a database created with root set lives under root."""
+    under root; the location HMS picks itself (its warehouse) gives way to a configured root."""
     own = tmp_path / "elsewhere" / "orders_db"
     placed = new_db(ns2, {"database.location-uri": str(own)})
     declared = ns2.declare_table({"id": [placed, "t"]}).location
     assert declared == str(own / "t.lance")
 
-    under_root = new_db(ns2)
-    described = ns2.describe_namespace({"id": [under_root]}).properties
-    assert described["database.location-uri"] == str(tmp_path / "lake" / under_root)
-    assert ns2.declare_table({"id": [under_root, "t"]}).location == str(
-        tmp_path / "lake" / under_root / "t.lance"
+    chosen_by_hms = new_db(ns2)
+    described = ns2.describe_namespace({"id": [chosen_by_hms]}).properties
+    assert described["database.location-uri"].endswith(f"/{chosen_by_hms}.db")
+    assert ns2.declare_table({"id": [chosen_by_hms, "t"]}).location == str(
+        tmp_path / "lake" / chosen_by_hms / "t.lance"
     )
 
     # Without root, a database gets the metastore's warehouse location, and its tables too.

@@ -274,12 +274,8 @@ class _HiveNamespace(CatalogNamespace):
         return None if database is None else self._database_properties(database)
 
     def _create_database(self, path: Path, properties: Mapping[str, str]) -> None:
-        database = self._database_object(path, properties)
-        if database.locationUri is None and self._settings["root"]:
-            # Under the configured root, where its tables go (else HMS picks its warehouse).
-            database.locationUri = join_location(self.root, *path)
         try:
-            self._call("create_database", database, idempotent=False)
+            self._call("create_database", self._database_object(path, properties), idempotent=False)
         except ttypes.AlreadyExistsException:
             raise NamespaceAlreadyExistsError(
                 f"Namespace {describe(path)} already exists"
@@ -545,11 +541,22 @@ class _HiveNamespace(CatalogNamespace):
             raise TableNotFoundError(f"Table {describe((*path, name))} does not exist") from None
 
     def _catalog_table_base(self, path: Path) -> str:
-        """The database's own location first (as Glue does), then the root."""
+        """The database's own location first (as on Glue), then the root.
+
+        HMS gives every database a location; one it chose itself (``<warehouse>/<db>.db``, or
+        the warehouse for ``default``) is not the database's own when ``root`` is configured:
+        the root is then what the user asked for.
+        """
         database = self._get("get_database", self._db_ref(path))
-        if database is not None and database.locationUri:
-            return plain_location(database.locationUri)
+        location = plain_location(database.locationUri) if database is not None else None
+        if location and not (self._settings["root"] and _metastore_default(location, path[-1])):
+            return location
         return join_location(self.root, *path)
+
+
+def _metastore_default(location: str, database: str) -> bool:
+    """Whether HMS chose this database location itself (its ``<parent>/<db>.db`` layout)."""
+    return database == "default" or location.rstrip("/").endswith(f"/{database}.db")
 
 
 class Hive2Namespace(_HiveNamespace):

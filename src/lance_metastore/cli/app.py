@@ -60,10 +60,14 @@ class State:
     debug: bool = False
     _resolved: Resolved | None = None
     _namespace: Any = None
+    _output: Output | None = None
 
     @property
     def output(self) -> Output:
-        return Output() if self.json else RichOutput()
+        """The JSON output with ``--json``, else the rich one (chosen once, on first use)."""
+        if self._output is None:
+            self._output = Output() if self.json else RichOutput()
+        return self._output
 
     def resolved(self) -> Resolved:
         if self._resolved is None:
