@@ -151,10 +151,12 @@ def test_golden_hive2(hive_metastore_uri: str, short_dir: Path) -> None:
     run("register", f"{db}/single", single, "--mode", "overwrite", "--json")
     run("register", f"{db}/nothing", str(short_dir / "none.lance"), code=23)
 
-    run("ls")
+    # The metastore is shared with other tests: its root listing is not ours to fix (the Glue
+    # scenario, on a reset emulator, covers the root).
     run("ls", db)
+    run("ls", db, "-r")
     run("ls", db, "--json", "--page-size", "2")
-    run("ls", "-r", "--json")
+    run("ls", db, "-r", "--json")
     run("describe", f"{db}$nope", code=14)
     run("--json", "describe", f"{db}$nope", code=14)
     run("describe", "--table", f"{db}$a$b", code=23)
