@@ -292,6 +292,13 @@ def test_columns_follow_the_dataset(backend: Harness, ns, db):
     assert backend.columns(db, "t") == [("id", "bigint"), ("name", "string")]
 
 
+def test_declare_over_an_existing_dataset_records_its_columns(backend: Harness, ns, db, tmp_path):
+    location = str(tmp_path / "existing_data.lance")
+    lance.write_dataset(DATA, location)
+    ns.declare_table({"id": [*db, "over"], "location": location})
+    assert backend.columns(db, "over") == [("id", "bigint"), ("name", "string")]
+
+
 # ---------------------------------------------------------------------------------------------
 # Identifiers and request shapes
 # ---------------------------------------------------------------------------------------------
