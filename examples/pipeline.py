@@ -72,23 +72,9 @@ def start_spark(data_dir: Path) -> Any:
 
     from lance_metastore.spark import register
 
-    # Spark's own log lines (log4j's start-up warnings) mean nothing here: errors only, from
-    # the first line on (setLogLevel below comes too late for the start-up ones).
-    log4j = data_dir / "log4j2.properties"
-    log4j.parent.mkdir(parents=True, exist_ok=True)
-    log4j.write_text(
-        "rootLogger.level = error\n"
-        "rootLogger.appenderRef.stderr.ref = console\n"
-        "appender.console.type = Console\n"
-        "appender.console.name = console\n"
-        "appender.console.target = SYSTEM_ERR\n"
-        "appender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
-    )
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("lance-metastore-pipeline")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={log4j.as_uri()}")
         .config("spark.ui.enabled", "false")
         # Stage progress bars on a terminal: the writes take about a minute on 2 cores.
         .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
