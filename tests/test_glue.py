@@ -1133,7 +1133,7 @@ def test_rust_style_requests_for_every_operation(glue: GlueHarness, ns, tmp_path
 
 def test_entry_points_resolve_to_glue_namespace(glue: GlueHarness):
     props = glue.properties()
-    assert "glue" in lance_metastore._ALIASES
+    assert "glue" in lance_metastore.ALIASES
     via_alias = lance_namespace.connect("glue", props)
     via_path = lance_namespace.connect("lance_metastore.GlueNamespace", props)
     assert isinstance(via_alias, GlueNamespace) and isinstance(via_path, GlueNamespace)
