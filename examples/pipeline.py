@@ -2,8 +2,9 @@
 
     python examples/pipeline.py [--data-dir .lance-metastore] [--orders 300000] [--keep-metastore]
 
-1. Start a local Hive Metastore whose state lives in ``--data-dir`` (or reuse the one already
-   running there), with the Lance tables under ``<data-dir>/lake``.
+1. Start a local Hive Metastore whose state lives in ``<data-dir>/hms`` (the directory
+   ``lance-metastore hms start`` uses by default; or reuse the one already running there), with
+   the Lance tables under ``<data-dir>/lake``.
 2. Start Spark at local[2] and register the ``lance`` data source.
 3. Generate raw data: customers, and orders with amounts and statuses.
 4. Transform: join orders to customers, keep completed orders, aggregate per customer.
@@ -12,7 +13,8 @@
 6. Read ``customer_stats`` back through Spark with a filter, and open the same table with
    lancedb through the same metastore, and check that both see the same rows.
 
-Exits non-zero if any step fails or the two readers disagree.
+Exits non-zero if any step fails or the two readers disagree; at the end it says how to look
+at the tables with the ``lance-metastore`` command.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ from typing import Any
 # Lance warns on any fork of a process that imported it; starting Spark's JVM forks and
 # execs at once, which is safe.
 warnings.filterwarnings("ignore", message="lance is not fork-safe")
+# Lance's Rust log ("No existing dataset ... it will be created" on every first write) means
+# nothing to someone running the demo; errors still show.
+os.environ.setdefault("LANCE_LOG", "error")
 
 DB = ["hive", "analytics"]
 COUNTRIES = ["DE", "FR", "US", "JP", "BR", "IN", "NL", "SE"]
@@ -53,7 +58,7 @@ def start_metastore(data_dir: Path) -> tuple[Any, bool]:
     except FileNotFoundError:
         pass
     metastore = LocalMetastore(data_dir)
-    log(f"starting a Hive Metastore in {data_dir} ...")
+    log(f"starting a Hive Metastore in {data_dir} (about 15 s) ...")
     metastore.start()
     log(f"metastore ready at {metastore.uri}")
     return metastore, True
@@ -71,7 +76,8 @@ def start_spark(data_dir: Path) -> Any:
         SparkSession.builder.master("local[2]")
         .appName("lance-metastore-pipeline")
         .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
+        # Stage progress bars on a terminal: the writes take about a minute on 2 cores.
+        .config("spark.ui.showConsoleProgress", str(sys.stderr.isatty()).lower())
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "4")
@@ -133,17 +139,18 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = Path(args.data_dir).resolve()
     started = time.perf_counter()
 
-    metastore, started_here = start_metastore(data_dir)
+    metastore, started_here = start_metastore(data_dir / "hms")
     spark = None
     try:
-        from lance_namespace import CreateNamespaceRequest, connect
+        from lance_namespace import CreateNamespaceRequest
 
-        import lance_metastore  # noqa: F401 - registers "hive3"
+        from lance_metastore import connect
 
         props = {"uri": metastore.uri, "root": str(data_dir / "lake")}
         connect("hive3", props).create_namespace(CreateNamespaceRequest(id=DB, mode="exist_ok"))
         lance_options = {"impl": "hive3", **props}
 
+        log("starting Spark local[2] ...")
         spark = start_spark(data_dir)
         log("Spark local[2] started")
 
@@ -154,9 +161,11 @@ def main(argv: list[str] | None = None) -> int:
         enriched_table = "$".join([*DB, "orders_enriched"])
         stats_table = "$".join([*DB, "customer_stats"])
         t0 = time.perf_counter()
+        log(f"writing {enriched_table} ({args.orders:,} orders; about a minute on 2 cores) ...")
         enriched.write.format("lance").options(**lance_options).mode("overwrite").save(
             enriched_table
         )
+        log(f"writing {stats_table} ...")
         stats.write.format("lance").options(**lance_options).mode("overwrite").save(stats_table)
         log(f"wrote {enriched_table} and {stats_table} in {time.perf_counter() - t0:.1f}s")
 
@@ -220,6 +229,24 @@ def main(argv: list[str] | None = None) -> int:
         if started_here and not args.keep_metastore:
             metastore.stop()
             log("metastore stopped (use --keep-metastore to leave it running)")
+        show_next_steps(data_dir, metastore.uri, running=not started_here or args.keep_metastore)
+
+
+def show_next_steps(data_dir: Path, uri: str, running: bool) -> None:
+    """How to look at what the pipeline made, with the command line, on the same data."""
+    cwd = Path.cwd()
+    hms_dir = data_dir / "hms"
+    default_dir = hms_dir == (cwd / ".lance-metastore" / "hms")
+    data_flag = "" if default_dir else f" --data-dir {hms_dir}"
+    steps = ["source .venv/bin/activate"]
+    if not running:
+        steps.append(f"lance-metastore hms start{data_flag}   # same data; prints its uri")
+    steps += [
+        f"lance-metastore --impl hive3 --uri {uri} ls -r   # the uri 'hms start' printed",
+        f"lance-metastore --impl hive3 --uri {uri} versions 'hive$analytics$customer_stats'",
+        f"lance-metastore hms stop{data_flag}",
+    ]
+    log("look at the tables with the command line:\n    " + "\n    ".join(steps))
 
 
 if __name__ == "__main__":

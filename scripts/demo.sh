@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job of the README: the example PySpark pipeline on embedded defaults (a local Hive
-# Metastore from the pyspark wheel, local storage under ./.lance-metastore, Spark local[2]).
+# Metastore from the pyspark wheel with its state in ./.lance-metastore/hms, the CLI's default,
+# tables under ./.lance-metastore/lake, Spark local[2]). It ends by printing the commands that
+# show what it made.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

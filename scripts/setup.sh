@@ -6,13 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+step() { echo "[setup $(date +%H:%M:%S)] $*"; }
+
+step "checking Java 17 and the Kerberos tools ..."
 bash .ci/install-java.sh
 bash .ci/install-kerberos.sh
 
 PYTHON="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
+  step "creating the virtualenv .venv ..."
   "$PYTHON" -m venv .venv
 fi
+step "installing the project and its test dependencies into .venv" \
+  "(about 2 minutes the first time, seconds after) ..."
 .venv/bin/python -m pip install --quiet --upgrade pip
 # The [kerberos] extra (in [test]) builds C extensions against the system's Kerberos library:
 # it needs krb5-config (libkrb5-dev), a C compiler and the interpreter's headers.
@@ -46,3 +52,4 @@ fi
 if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
   .venv/bin/python -m lance_metastore.hms_dist 3.1 4
 fi
+step "ready: source .venv/bin/activate for the lance-metastore command"

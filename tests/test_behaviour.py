@@ -299,8 +299,21 @@ def test_columns_follow_the_dataset(backend: Harness, ns, db):
     ns.declare_table({"id": [*db, "t"]})
     assert backend.columns(db, "t") == []
     lance.write_dataset(DATA, namespace_client=ns, table_id=[*db, "t"], mode="append")
-    ns.describe_table({"id": [*db, "t"]})
+    ns.describe_table({"id": [*db, "t"], "check_declared": True})
+    assert backend.columns(db, "t") == []  # reads never write the catalog
+    # What a writer other than ours is told to call; it is ours, not the spec's, so through
+    # the REST server it runs on the server's own namespace.
+    catalog = getattr(backend, "inner", None) or backend
+    with catalog.connect() as own:
+        own.sync_table_columns([*db, "t"])
     assert backend.columns(db, "t") == [("id", "bigint"), ("name", "string")]
+
+
+def test_declare_over_an_existing_dataset_records_its_columns(backend: Harness, ns, db, tmp_path):
+    location = str(tmp_path / "existing_data.lance")
+    lance.write_dataset(DATA, location)
+    ns.declare_table({"id": [*db, "over"], "location": location})
+    assert backend.columns(db, "over") == [("id", "bigint"), ("name", "string")]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lance_metastore.cli import app, parse_id
-from lance_metastore.cli_config import env_property_name
+from lance_metastore.cli.config import env_property_name
 
 SECRET = "Zq7-SuperSecretValue-DoNotPrint-4417"
 STORAGE_SECRET = "Kx9-StorageSecret-DoNotPrint-2231"
@@ -542,3 +542,49 @@ def test_hms_start_version_4(tmp_path: Path) -> None:
         roots = cli.json("--impl", "hive3", "--uri", uri, "ls")
         assert [n["name"] for n in roots["namespaces"]] == ["hive"]
         assert cli("hms", "stop", "--data-dir", str(data_dir)).stdout.strip() == "stopped"
+
+# --------------------------------------------------------------------------------------------
+# What a new user meets first
+# --------------------------------------------------------------------------------------------
+
+
+def test_version_and_json_usage_errors() -> None:
+    import lance_metastore
+
+    version = run_module("--version").stdout.strip()
+    assert version == f"lance-metastore {lance_metastore.__version__}"
+    bad = run_module("--json", "--impl", "hive2", "create-namespace", "x", "--mode", "sideways")
+    assert bad.returncode == 2 and "Usage:" in bad.stderr
+    assert json.loads(bad.stdout)["error"]["exit_code"] == 2  # one JSON document
+    late = run_module("--impl", "hive2", "ls", "--page-size", "0", "--json")
+    assert late.returncode == 2 and json.loads(late.stdout)["error"]["exit_code"] == 2
+    misspelt = run_module("--impl", "hiv2", "ls")
+    assert misspelt.returncode == 2 and "did you mean 'hive2'?" in misspelt.stderr
+
+
+def test_unreachable_metastore_is_one_clean_line() -> None:
+    result = run_module(
+        "--impl", "hive2", "--uri", "thrift://127.0.0.1:9", "--prop", "client.retries=1", "ls"
+    )
+    assert result.returncode == 27
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error [code 17 SERVICE_UNAVAILABLE]:")
+
+
+def test_reads_never_write_and_sync_columns(hive_metastore_uri: str, tmp_path: Path) -> None:
+    cli = Cli("--impl", "hive2", "--uri", hive_metastore_uri, "--root", str(tmp_path / "lake"))
+    db = unique()
+    cli("create-namespace", db)
+    location = cli.json("declare", f"{db}/t")["location"]
+    write(location, [1, 2])  # pylance straight to storage: the catalog is not told
+    cli("describe", f"{db}/t")
+    cli("versions", f"{db}/t")
+    from support.harness import HiveHarness
+
+    hive = HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=2)
+    assert hive.columns([db], "t") == []  # the reads wrote nothing
+    synced = cli.json("sync-columns", f"{db}$t")
+    assert synced == {"id": [db, "t"], "columns": [{"name": "x", "type": "bigint", "comment": ""}]}
+    assert "bigint" in cli("sync-columns", f"{db}$t").stdout
+    assert "code 4 TABLE_NOT_FOUND" in cli("sync-columns", f"{db}$nope", code=14).stderr
+    cli("drop-namespace", db, "--cascade")

@@ -270,6 +270,10 @@ def test_tables_in_a_catalog_with_pylance(ns3, hms3, tmp_path):
         raw = client.get_table_req(request).table
     assert (raw.catName, raw.dbName, raw.tableType) == (CATALOG, "db", "EXTERNAL_TABLE")
     assert raw.parameters["table_type"] == "lance"
+    assert raw.sd.cols == []  # pylance commits to storage; describing wrote nothing
+    ns3.sync_table_columns(table_id)
+    with RawClient(hms3.uri) as client:
+        raw = client.get_table(f"@{CATALOG}#db", "t")
     assert [(c.name, c.type) for c in raw.sd.cols] == [("id", "bigint"), ("name", "string")]
 
     # A non-Lance table in the same database is neither listed nor described.
@@ -710,7 +714,10 @@ def test_catalog_columns_follow_the_lance_schema(ns2, hive_metastore_uri, tmp_pa
     with RawClient(hive_metastore_uri) as client:
         assert not client.get_table(db, "written").sd.cols  # nothing known yet
     lance.write_dataset(data, declared)  # straight to storage: the catalog is not told
-    ns2.describe_table({"id": [db, "written"]})  # first describe records the columns
+    ns2.describe_table({"id": [db, "written"]})  # a read: never writes the catalog
+    with RawClient(hive_metastore_uri) as client:
+        assert not client.get_table(db, "written").sd.cols
+    ns2.sync_table_columns([db, "written"])  # what such a writer is told to call
     with RawClient(hive_metastore_uri) as client:
         cols = client.get_table(db, "written").sd.cols
     assert [(c.name, c.type) for c in cols] == expected
@@ -727,3 +734,32 @@ def test_drop_namespace_cascade_keeps_data(ns2, hive_metastore_uri):
         assert db not in client.get_all_databases()
     assert lance.dataset(location).count_rows() == 3
     assert sorted(os.listdir(location))  # the files are all still there
+
+
+def test_declare_uses_the_database_location(ns2, hive_metastore_uri, tmp_path):
+    """A table without a location goes under its database's own location (as on Glue), then
+    under root; the location HMS picks itself (its warehouse) gives way to a configured root."""
+    own = tmp_path / "elsewhere" / "orders_db"
+    placed = new_db(ns2, {"database.location-uri": str(own)})
+    declared = ns2.declare_table({"id": [placed, "t"]}).location
+    assert declared == str(own / "t.lance")
+
+    chosen_by_hms = new_db(ns2)
+    described = ns2.describe_namespace({"id": [chosen_by_hms]}).properties
+    assert described["database.location-uri"].endswith(f"/{chosen_by_hms}.db")
+    assert ns2.declare_table({"id": [chosen_by_hms, "t"]}).location == str(
+        tmp_path / "lake" / chosen_by_hms / "t.lance"
+    )
+
+    # Without root, a database gets the metastore's warehouse location, and its tables too.
+    rootless = Hive2Namespace(uri=hive_metastore_uri)
+    try:
+        bare = unique()
+        ns2.created.append(bare)  # type: ignore[attr-defined]
+        rootless.create_namespace({"id": [bare]})
+        warehouse = rootless.describe_namespace({"id": [bare]}).properties
+        location = rootless.declare_table({"id": [bare, "t"]}).location
+        assert location == warehouse["database.location-uri"] + "/t.lance"
+        assert not location.startswith(os.getcwd())
+    finally:
+        rootless.close()

@@ -54,3 +54,25 @@ def test_readme_quickstart_in_a_fresh_venv(hive3, hive_metastore_uri: str, tmp_p
     assert "['orders']" in run.stdout
     assert "amount" in run.stdout
     assert sys.executable != python
+
+
+def test_readme_lancedb_example(hive3, hive_metastore_uri: str, tmp_path: Path):
+    """The README's lancedb block, after its quickstart, in this test environment."""
+    hive3.reset()
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    lancedb_block = next(b for b in blocks if "lancedb.connect_namespace" in b)
+    assert "import lance_metastore" in lancedb_block
+    code = "\n".join([blocks[0], lancedb_block])
+    code = code.replace("thrift://localhost:9083", hive_metastore_uri)
+    code = code.replace("/data/lake", str(tmp_path / "lake"))
+    run = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "RUST_LOG": "error"},
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.count("['orders']") == 2  # listed by the namespace, then by lancedb
+    assert "amount" in run.stdout

@@ -576,6 +576,13 @@ def test_catalog_managed_table(spark, request, backend_name: str):
     described = ns.describe_table(DescribeTableRequest(id=[*db, "managed"]))
     assert described.managed_versioning is True
     assert described.properties["version"] == "2"
+    # The driver's committed schema becomes the columns; nothing re-opened through the catalog.
+    assert [name for name, _ in harness.columns(db, "managed")] == [
+        "id",
+        "customer",
+        "amount",
+        "item",
+    ]
     assert read(spark, harness, path, **managed).count() == 15
     assert read(spark, harness, path, version="1", **managed).count() == 10
     with pytest.raises(Exception, match="boom"):

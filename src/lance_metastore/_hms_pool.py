@@ -21,7 +21,7 @@ from pymetastore.hive_metastore import ThriftHiveMetastore
 from thrift.protocol import TBinaryProtocol
 from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TException
-from thrift.transport import TTransport
+from thrift.transport import TSocket, TTransport
 
 from ._hms_transport import (
     PLAIN,
@@ -32,6 +32,17 @@ from ._hms_transport import (
 )
 
 logger = logging.getLogger("lance_metastore.hive")
+
+
+class _RefusedConnectionFilter(logging.Filter):
+    """Thrift logs every refused connection at ERROR; the pool reports it in its own error
+    (naming each server it tried), so the raw line is only noise before the clean message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Could not connect to any of")
+
+
+logging.getLogger(TSocket.__name__).addFilter(_RefusedConnectionFilter())
 
 
 @dataclass(frozen=True)
@@ -134,7 +145,6 @@ class ConnectionPool:
         self._lock = threading.Lock()
         self._preferred = 0
         self._open = 0
-        self._closed = False
 
     @property
     def open_connections(self) -> int:
@@ -186,7 +196,6 @@ class ConnectionPool:
         return _Borrowed(self)
 
     def _acquire(self) -> Connection:
-        self._closed = False  # a closed pool reopens on demand
         self._slots.acquire()
         try:
             # Idle connections the server has closed (a restart closes them all) are dropped
@@ -220,8 +229,8 @@ class ConnectionPool:
             self._open -= 1
 
     def close(self) -> None:
-        """Close idle connections; borrowed ones close when returned broken or at exit."""
-        self._closed = True
+        """Close idle connections (the pool reopens on demand); borrowed ones close when
+        returned broken or at exit."""
         while True:
             try:
                 connection = self._idle.get_nowait()

@@ -12,9 +12,8 @@ import contextlib
 import logging
 import os
 import threading
-import time
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -69,7 +68,7 @@ from .batches import BatchCommitOps
 from .config import MANAGED_BY, ROOT, Property, Settings, parse_properties
 from .data import TableDataOps
 from .datasets import TableDatasets
-from .errors import register_secrets, scrub, translate_errors
+from .errors import register_secrets, translate_errors
 from .identifiers import Path, describe, split_identifier
 from .indexes import TableIndexOps
 from .lifecycle import TableLifecycleOps
@@ -91,9 +90,6 @@ from .schema import CatalogColumn, catalog_columns
 from .tables import TableEntry
 
 logger = logging.getLogger("lance_metastore")
-
-# A declared table on an object store is probed for data at most this often.
-PROBE_INTERVAL_SECONDS = 30.0
 
 
 class CatalogNamespace(
@@ -126,7 +122,6 @@ class CatalogNamespace(
         register_secrets(self._settings.secrets())
         self._state_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
-        self._probed: dict[str, float] = {}  # location -> no new probe before this time
         self._configure(self._settings)
 
     # ----------------------------------------------------------------------------------------
@@ -306,6 +301,26 @@ class CatalogNamespace(
             raise InvalidInputError("A table identifier is required")
         return self._normalize_table(parts)
 
+    def is_table_id(self, table_id: Any) -> bool:
+        """Whether ``table_id`` is well-formed as a table of this catalog (no catalog call).
+
+        With :meth:`is_namespace_id`, tells a tool which operation an id can mean: on Hive 3
+        ``cat$db`` is only a namespace, on Glue ``db$t`` could be either.
+        """
+        return self._well_formed(self._table_path, table_id)
+
+    def is_namespace_id(self, namespace_id: Any) -> bool:
+        """Whether ``namespace_id`` is well-formed as a namespace of this catalog."""
+        return self._well_formed(self._namespace_path, namespace_id)
+
+    @staticmethod
+    def _well_formed(check: Callable[[Any], Any], raw_id: Any) -> bool:
+        try:
+            check(raw_id)
+        except LanceNamespaceError:
+            return False
+        return True
+
     def _require_table(self, path: Path, name: str) -> TableEntry:
         entry = self._catalog_get_table(path, name)
         if entry is None:
@@ -341,7 +356,7 @@ class CatalogNamespace(
         except Exception:
             return None
 
-    def _has_committed_data(self, path: Path, entry: TableEntry) -> bool:
+    def _has_committed_data(self, entry: TableEntry) -> bool:
         """Whether the table holds data: for catalog-managed tables the catalog knows."""
         if self._managed_versioning(entry):
             return versions.current_version(entry.parameters) > 0
@@ -369,16 +384,22 @@ class CatalogNamespace(
     def _managed_versioning(self, entry: TableEntry) -> bool:
         return entry.managed_by == tables.MANAGED_BY_IMPL
 
-    def sync_table_columns(self, table_id: Any) -> list[CatalogColumn]:
+    def sync_table_columns(
+        self, table_id: Any, schema: pa.Schema | None = None
+    ) -> list[CatalogColumn]:
         """Make the catalog columns of a Lance table match its dataset's current schema.
 
-        Called after writes that know they changed the schema (the Spark writer does); the
-        catalog cannot be told otherwise when Lance commits straight to storage.
+        Reads never write the catalog, so this is how columns follow a schema change: our
+        writers call it (the Spark writer passes the ``schema`` it just committed, so nothing
+        is opened again); after another writer (pylance, lancedb) changed a table's schema,
+        call it yourself, or run ``lance-metastore sync-columns TABLE``. Without ``schema``
+        the table's latest version is opened to read it.
         """
         with self._operation("sync columns of table", table_id):
             path, name = self._table_path(table_id)
             entry = self._require_lance_table(path, name)
-            schema = self._table_schema(path, entry)
+            if schema is None:
+                schema = self._table_schema(path, entry)
             if schema is None:
                 raise TableNotFoundError(
                     f"Table {describe((*path, name))} has no Lance dataset at {entry.location!r}"
@@ -518,7 +539,7 @@ class CatalogNamespace(
 
     def _has_data(self, path: Path, name: str) -> bool:
         entry = self._catalog_get_table(path, name)
-        return entry is not None and self._has_committed_data(path, entry)
+        return entry is not None and self._has_committed_data(entry)
 
     def declare_table(self, request: Any = None) -> DeclareTableResponse:
         raw_id = _raw_id(request)
@@ -531,7 +552,10 @@ class CatalogNamespace(
             else:
                 location = tables.default_table_location(self._catalog_table_base(path), name)
             entry = TableEntry(name=name, location=location, parameters=parameters)
-            self._catalog_create_table(path, entry, [])
+            # Declaring over an existing dataset: the catalog shows its columns at once.
+            schema = None if self._managed_versioning(entry) else self._dataset_schema(location)
+            columns = catalog_columns(schema) if schema is not None else []
+            self._catalog_create_table(path, entry, columns)
             return DeclareTableResponse(
                 location=location,
                 storage_options=self._storage_options_or_none(),
@@ -593,19 +617,12 @@ class CatalogNamespace(
             entry = self._require_lance_table(path, name)
             location = tables.check_location(entry.location, f"Table {describe((*path, name))}")
             only_declared: bool | None = None
-            if self._managed_versioning(entry):
-                # The catalog knows; opening the dataset would come back through describe.
-                if req.check_declared:
+            if req.check_declared:
+                # Managed tables: the catalog knows (opening the dataset would come back here).
+                if self._managed_versioning(entry):
                     only_declared = versions.current_version(entry.parameters) == 0
-            elif req.check_declared or ("://" not in location and not entry.has_columns):
-                schema = self._dataset_schema(location)
-                if req.check_declared:
-                    only_declared = schema is None
-                if schema is not None and not entry.has_columns:
-                    self._sync_columns_quietly(path, entry, schema)
-            elif not entry.has_columns:
-                # Object stores: probing costs a round trip, so it runs off the caller's path.
-                self._sync_columns_in_background(path, entry, location)
+                else:
+                    only_declared = self._dataset_schema(location) is None
             return DescribeTableResponse(
                 table=name,
                 namespace=list(path),
@@ -622,35 +639,6 @@ class CatalogNamespace(
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(2, thread_name_prefix="lance-metastore")
             return self._executor
-
-    def _sync_columns_in_background(self, path: Path, entry: TableEntry, location: str) -> None:
-        now = time.monotonic()
-        with self._state_lock:
-            if self._probed.get(location, 0.0) > now:
-                return
-            self._probed[location] = now + PROBE_INTERVAL_SECONDS
-            if len(self._probed) > 10_000:
-                self._probed.clear()
-
-        def probe() -> None:
-            schema = self._dataset_schema(location)
-            if schema is not None:
-                self._sync_columns_quietly(path, entry, schema)
-
-        self._background().submit(probe)
-
-    def _sync_columns_quietly(self, path: Path, entry: TableEntry, schema: pa.Schema) -> None:
-        """First describe after the first write: record the real columns, best effort."""
-        try:
-            self._catalog_update_table(path, entry, catalog_columns(schema))
-        except Exception as error:
-            translated = error
-            if not isinstance(error, LanceNamespaceError):
-                translated = self._translate_error(error, "record columns") or error
-            message = scrub(str(translated), self._settings.secrets())
-            logger.info(
-                "could not record columns of %s: %s", describe((*path, entry.name)), message
-            )
 
     def table_exists(self, request: Any = None) -> None:
         raw_id = _raw_id(request)
@@ -678,7 +666,7 @@ class CatalogNamespace(
             entry = self._require_lance_table(path, name)
             # The entry goes first: if deleting data then fails, the data can be registered
             # again; the other order could leave a catalog entry pointing at nothing.
-            has_data = entry.location is not None and self._has_committed_data(path, entry)
+            has_data = entry.location is not None and self._has_committed_data(entry)
             self._catalog_delete_table(path, name)
             if has_data:
                 import lance

@@ -16,7 +16,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
-STORAGE_PREFIX = "storage."
+from .redaction import REDACTED, STORAGE_PREFIX, masked, secret_values
 
 
 @dataclass(frozen=True)
@@ -118,32 +118,11 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """Every secret value, including secret-looking storage options."""
-        found = [str(self.raw[name]) for name in self.secret_names if self.raw.get(name)]
-        found += [
-            value for key, value in self.storage_options.items() if looks_secret(key) and value
-        ]
-        return found
+        return secret_values(self.raw, self.secret_names)
 
     def public_view(self) -> dict[str, str]:
         """The properties with every secret replaced, for repr and logs."""
-        shown: dict[str, str] = {}
-        for key, value in self.raw.items():
-            is_secret = key in self.secret_names or (
-                key.startswith(STORAGE_PREFIX) and looks_secret(key)
-            )
-            shown[key] = "***" if is_secret else str(value)
-        return shown
-
-
-_SECRET_WORDS = ("secret", "password", "token", "credential", "private", "sas", "key_id", "key")
-
-
-def looks_secret(key: str) -> bool:
-    """Storage option names are free-form; treat anything key-, token- or secret-like as secret."""
-    lowered = key.lower()
-    if lowered.endswith(("region", "endpoint", "allow_http", "bucket")):
-        return False
-    return any(word in lowered for word in _SECRET_WORDS)
+        return masked(self.raw, self.secret_names)
 
 
 def parse_properties(
@@ -179,7 +158,7 @@ def parse_properties(
         try:
             values[key] = prop.parse(raw[key])
         except ValueError as error:
-            shown = "***" if prop.secret else repr(raw[key])
+            shown = REDACTED if prop.secret else repr(raw[key])
             raise InvalidInputError(
                 f"{owner}: invalid value {shown} for property {key!r}: {error}"
             ) from None

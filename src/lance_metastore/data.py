@@ -96,7 +96,7 @@ class TableDataOps:
         import lance
 
         target = f"table {describe((*path, entry.name))}"
-        has_data = self._has_committed_data(path, entry)
+        has_data = self._has_committed_data(entry)
         if has_data:
             current = self._dataset(path, entry)
             if mode == APPEND:
@@ -160,7 +160,7 @@ class TableDataOps:
         )
 
     def _current_version(self: CatalogNamespace, path: Path, entry: TableEntry) -> int:
-        if not self._has_committed_data(path, entry):
+        if not self._has_committed_data(entry):
             return 0
         return self._dataset(path, entry).version
 

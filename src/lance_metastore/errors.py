@@ -18,21 +18,13 @@ from lance_namespace.errors import (
     LanceNamespaceError,
 )
 
+from .redaction import MIN_SCRUBBED_LENGTH, scrub
+
 logger = logging.getLogger("lance_metastore")
 
 # A backend's translator turns a client-library exception into a namespace error, or returns
 # None when it does not recognise the exception (it then becomes an InternalError).
 Translator = Callable[[BaseException, str], "LanceNamespaceError | None"]
-
-REDACTED = "***"
-
-
-def scrub(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret value that occurs in ``text``."""
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
 
 
 # Secret values known to this process; every log record is scrubbed of them (see below).
@@ -49,7 +41,7 @@ def register_secrets(values: Iterable[str]) -> None:
     itself redacts. Costs nothing until a secret is registered.
     """
     global _FACTORY_INSTALLED
-    fresh = {value for value in values if value and len(value) >= 4}
+    fresh = {value for value in values if value and len(value) >= MIN_SCRUBBED_LENGTH}
     if not fresh:
         return
     with _SECRETS_LOCK:

@@ -140,6 +140,7 @@ class _HiveNamespace(CatalogNamespace):
     SUPPORTS_CASCADE = True
     # Namespace levels above a table: 1 for Hive 2 (database), 2 for Hive 3 (catalog, db).
     DEPTH = 1
+    LEVELS: tuple[str, ...] = ("database", "table")  # what each part of an id names
 
     def _configure(self, settings: Settings) -> None:
         if not settings["uri"]:
@@ -259,13 +260,18 @@ class _HiveNamespace(CatalogNamespace):
                 f"Namespace {describe(parts)} is too deep: {type(self).__name__} has "
                 f"{self.DEPTH} namespace level(s)"
             )
-        return tuple(HIVE_RULES.normalize(p, "namespace", parts) for p in parts)
+        levels = self.LEVELS[: len(parts)]
+        return tuple(
+            HIVE_RULES.normalize(p, what, parts) for p, what in zip(parts, levels, strict=True)
+        )
 
     def _normalize_table(self, parts: Path) -> tuple[Path, str]:
         if len(parts) != self.DEPTH + 1:
             shape = "catalog$database$table" if self.DEPTH == 2 else "database$table"
             raise InvalidInputError(f"Table identifier {describe(parts)} must be {shape}")
-        names = tuple(HIVE_RULES.normalize(p, "name", parts) for p in parts)
+        names = tuple(
+            HIVE_RULES.normalize(p, what, parts) for p, what in zip(parts, self.LEVELS, strict=True)
+        )
         return names[:-1], names[-1]
 
     def _db_ref(self, path: Path) -> str:
@@ -781,7 +787,22 @@ class _HiveNamespace(CatalogNamespace):
             raise TableNotFoundError(f"Table {describe((*path, name))} does not exist") from None
 
     def _catalog_table_base(self, path: Path) -> str:
+        """The database's own location first (as on Glue), then the root.
+
+        HMS gives every database a location; one it chose itself (``<warehouse>/<db>.db``, or
+        the warehouse for ``default``) is not the database's own when ``root`` is configured:
+        the root is then what the user asked for.
+        """
+        database = self._get("get_database", self._db_ref(path))
+        location = plain_location(database.locationUri) if database is not None else None
+        if location and not (self._settings["root"] and _metastore_default(location, path[-1])):
+            return location
         return join_location(self.root, *path)
+
+
+def _metastore_default(location: str, database: str) -> bool:
+    """Whether HMS chose this database location itself (its ``<parent>/<db>.db`` layout)."""
+    return database == "default" or location.rstrip("/").endswith(f"/{database}.db")
 
 
 class Hive2Namespace(_HiveNamespace):
@@ -818,6 +839,7 @@ class Hive3Namespace(_HiveNamespace):
     """Lance tables in a Hive 3.x metastore: catalog -> database -> table."""
 
     DEPTH = 2
+    LEVELS = ("catalog", "database", "table")
 
     # ----------------------------------------------------------------------------------------
     # Catalog support detection

@@ -47,6 +47,19 @@ def split_identifier(value: str | Sequence[str] | None, delimiter: str = DELIMIT
     return tuple(parts)
 
 
+def parse_identifier(text: str | None, delimiter: str = DELIMITER) -> Path:
+    """An identifier as a person types it (command line, Spark path) to its parts.
+
+    ``db$t``, ``db/t`` and ``cat/db$t`` all work: ``/`` separates too, because no catalog
+    allows it inside a name; surrounding whitespace and leading or trailing ``/`` are ignored,
+    and ``""`` or ``/`` is the root. Names are checked by the namespace, not here.
+    """
+    text = (text or "").strip().strip("/")
+    if delimiter != "/":
+        text = text.replace("/", delimiter)
+    return split_identifier(text, delimiter)
+
+
 def join_identifier(parts: Sequence[str], delimiter: str = DELIMITER) -> str:
     """The ``$``-joined form, used in messages and listings."""
     return delimiter.join(parts)
@@ -74,32 +87,32 @@ class NameRules:
     lowercase: bool = True
 
     def normalize(self, name: str, what: str, full: Sequence[str]) -> str:
-        where = f"in {describe(full)}" if full else ""
+        where = f" in {describe(full)}" if len(full) > 1 else ""
         if name == "":
-            raise InvalidInputError(f"Empty {what} name {where}".strip())
+            raise InvalidInputError(f"Empty {what} name{where}")
         if name in (".", ".."):
-            raise InvalidInputError(f"{what.capitalize()} name {name!r} {where} is not allowed")
+            raise InvalidInputError(f"{what.capitalize()} name {name!r}{where} is not allowed")
         if any(unicodedata.category(ch).startswith("C") for ch in name):
             raise InvalidInputError(
-                f"{what.capitalize()} name {name!r} {where} contains a control character"
+                f"{what.capitalize()} name {name!r}{where} contains a control character"
             )
         if "/" in name or "\\" in name:
             raise InvalidInputError(
-                f"{what.capitalize()} name {name!r} {where} may not contain '/' or '\\'"
+                f"{what.capitalize()} name {name!r}{where} may not contain '/' or '\\'"
             )
         if name != name.strip():
             raise InvalidInputError(
-                f"{what.capitalize()} name {name!r} {where} has leading or trailing spaces"
+                f"{what.capitalize()} name {name!r}{where} has leading or trailing spaces"
             )
         if len(name) > self.max_length:
             raise InvalidInputError(
-                f"{what.capitalize()} name {name[:40]!r}... {where} is longer than "
+                f"{what.capitalize()} name {name[:40]!r}...{where} is longer than "
                 f"{self.max_length} characters"
             )
         folded = name.translate(_ASCII_LOWER) if self.lowercase else name
         if self.pattern is not None and not self.pattern.fullmatch(folded):
             raise InvalidInputError(
-                f"{what.capitalize()} name {name!r} {where} is not valid here"
+                f"{what.capitalize()} name {name!r}{where} is not valid here"
                 + (f": {self.pattern_hint}" if self.pattern_hint else "")
             )
         return name.lower() if self.lowercase else name

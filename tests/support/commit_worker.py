@@ -15,10 +15,9 @@ import sys
 
 import lance
 import pyarrow as pa
-from lance_namespace import connect
 from lance_namespace.errors import LanceNamespaceError
 
-import lance_metastore  # noqa: F401 - registers the aliases
+from lance_metastore import connect
 
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
 

@@ -16,13 +16,16 @@ write; executors receive only the resolved :class:`Location`.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import boolean, positive_int
-
-STORAGE_PREFIX = "storage."
+from ..identifiers import DELIMITER, join_identifier, parse_identifier
+from ..impls import connect as connect_namespace
+from ..redaction import STORAGE_PREFIX
 
 # The data source's own options; all others go to the namespace.
 SOURCE_OPTIONS = frozenset(
@@ -75,7 +78,7 @@ class Location:
     def name(self) -> str:
         """How messages name the table (never with secrets)."""
         if self.table_id is not None:
-            return "$".join(self.table_id)
+            return join_identifier(self.table_id)
         return self.uri
 
     def namespace(self) -> Any:
@@ -97,7 +100,7 @@ class Target:
 
     @property
     def name(self) -> str:
-        return "$".join(self.table_id) if self.table_id is not None else self.path
+        return join_identifier(self.table_id) if self.table_id is not None else self.path
 
     def namespace(self) -> Any:
         if self.impl is None:
@@ -105,8 +108,9 @@ class Target:
         return connect(self.impl, self.properties)
 
 
-_CLIENTS: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 _MAX_CLIENTS = 8
+_CLIENTS: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Any] = OrderedDict()
+_CLIENTS_LOCK = threading.Lock()
 
 
 def connect(impl: str, properties: Mapping[str, str]) -> Any:
@@ -114,22 +118,24 @@ def connect(impl: str, properties: Mapping[str, str]) -> Any:
 
     Spark reuses its Python workers, so planning one read after another in the same worker
     reuses the catalog connections (a Hive describe_table takes ~5 ms on an open connection,
-    ~25 ms on a new one). Namespace clients reconnect by themselves when a connection dies.
+    ~25 ms on a new one). The cache keeps the most recently used clients; one that falls out
+    is never closed here, because a reader or writer may still hold it: it releases its
+    connections when the last holder drops it (Python's reference count is the lease).
+    Namespace clients reconnect by themselves when a connection dies.
     """
     key = (impl, tuple(sorted((str(k), str(v)) for k, v in properties.items())))
-    client = _CLIENTS.get(key)
-    if client is None:
-        from lance_namespace import connect as connect_namespace
-
-        import lance_metastore  # noqa: F401 - registers the "glue"/"hive2"/"hive3" aliases
-
-        client = connect_namespace(impl, dict(properties))
-        if len(_CLIENTS) >= _MAX_CLIENTS:
-            _, oldest = _CLIENTS.popitem()
-            close = getattr(oldest, "close", None)
-            if callable(close):
-                close()
-        _CLIENTS[key] = client
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is not None:
+            _CLIENTS.move_to_end(key)
+            return client
+    client = connect_namespace(impl, dict(properties))  # outside the lock: may be slow
+    with _CLIENTS_LOCK:
+        # Another thread may have built one meanwhile: keep the first, so all share it.
+        client = _CLIENTS.setdefault(key, client)
+        _CLIENTS.move_to_end(key)
+        while len(_CLIENTS) > _MAX_CLIENTS:
+            _CLIENTS.popitem(last=False)  # the least recently used
     return client
 
 
@@ -157,10 +163,7 @@ def parse_target(options: Mapping[str, str]) -> Target:
             )
         storage = {k[len(STORAGE_PREFIX) :]: v for k, v in extra.items()}
         return Target(path, None, {}, None, storage or None)
-    delimiter = opts.get("delimiter") or "$"
-    table_id = tuple(part.strip() for part in path.split(delimiter))
-    if any(not part for part in table_id):
-        raise OptionError(f"Invalid table id {path!r}: empty part between {delimiter!r}")
+    table_id = parse_identifier(path, opts.get("delimiter") or DELIMITER)
     return Target(path, impl, extra, table_id, None)
 
 

@@ -17,7 +17,7 @@ Lance ``fixed_size_list`` vector column stays one (:func:`target_schema`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
@@ -44,6 +44,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from ..schema import MAX_DECIMAL_PRECISION, SqlType, sql_type
+
 UTC = "UTC"
 
 
@@ -56,78 +58,59 @@ class UnsupportedTypeError(TypeError):
 # --------------------------------------------------------------------------------------------
 
 
-def spark_type(data_type: pa.DataType, where: str = "") -> DataType:
-    """The Spark SQL type that holds every value of an Arrow type (read direction)."""
-    t = pa.types
-    if t.is_dictionary(data_type):
-        return spark_type(data_type.value_type, where)
-    if t.is_boolean(data_type):
-        return BooleanType()
-    if t.is_int8(data_type):
-        return ByteType()
-    if t.is_int16(data_type) or t.is_uint8(data_type):
-        return ShortType()
-    if t.is_int32(data_type) or t.is_uint16(data_type):
-        return IntegerType()
-    if t.is_int64(data_type) or t.is_uint32(data_type):
-        return LongType()
-    if t.is_uint64(data_type):
-        return DecimalType(20, 0)
-    if t.is_float16(data_type) or t.is_float32(data_type):
-        return FloatType()
-    if t.is_float64(data_type):
-        return DoubleType()
-    if t.is_decimal(data_type):
-        if data_type.precision > 38:
+def spark_type(data_type: pa.DataType | SqlType, where: str = "") -> DataType:
+    """The Spark SQL type that holds every value of an Arrow type (read direction).
+
+    The choice of SQL type is :func:`lance_metastore.schema.sql_type`'s, shared with the
+    catalog columns; this only spells it in Spark's classes.
+    """
+    sql = data_type if isinstance(data_type, SqlType) else sql_type(data_type)
+    simple = _SPARK_SIMPLE.get(sql.name)
+    if simple is not None:
+        return simple()
+    if sql.name == "decimal":
+        if sql.precision > MAX_DECIMAL_PRECISION:
             raise UnsupportedTypeError(
-                f"column {where!r}: {data_type} exceeds Spark's decimal precision 38"
+                f"column {where!r}: {sql.arrow} exceeds Spark's decimal precision 38"
             )
-        return DecimalType(data_type.precision, data_type.scale)
-    if t.is_string(data_type) or t.is_large_string(data_type) or _is(data_type, "is_string_view"):
-        return StringType()
-    if (
-        t.is_binary(data_type)
-        or t.is_large_binary(data_type)
-        or t.is_fixed_size_binary(data_type)
-        or _is(data_type, "is_binary_view")
-    ):
-        return BinaryType()
-    if t.is_date(data_type):
-        return DateType()
-    if t.is_timestamp(data_type):
-        return TimestampType() if data_type.tz is not None else TimestampNTZType()
-    if t.is_duration(data_type):
-        return DayTimeIntervalType()
-    if t.is_null(data_type):
-        return NullType()
-    if (
-        t.is_list(data_type)
-        or t.is_large_list(data_type)
-        or t.is_fixed_size_list(data_type)
-        or _is(data_type, "is_list_view")
-        or _is(data_type, "is_large_list_view")
-    ):
-        item = data_type.value_field
-        return ArrayType(spark_type(item.type, f"{where}[]"), containsNull=item.nullable)
-    if t.is_map(data_type):
+        return DecimalType(sql.precision, sql.scale)
+    if sql.name == "array":
+        assert sql.element is not None
+        element = spark_type(sql.element.type, f"{where}[]")
+        return ArrayType(element, containsNull=sql.element.nullable)
+    if sql.name == "map":
+        assert sql.key is not None and sql.value is not None
         return MapType(
-            spark_type(data_type.key_type, f"{where}.key"),
-            spark_type(data_type.item_type, f"{where}.value"),
-            valueContainsNull=data_type.item_field.nullable,
+            spark_type(sql.key, f"{where}.key"),
+            spark_type(sql.value.type, f"{where}.value"),
+            valueContainsNull=sql.value.nullable,
         )
-    if t.is_struct(data_type):
+    if sql.name == "struct":
         return StructType(
             [
                 StructField(f.name, spark_type(f.type, f"{where}.{f.name}"), f.nullable)
-                for f in data_type
+                for f in sql.fields
             ]
         )
-    raise UnsupportedTypeError(f"column {where!r}: Arrow type {data_type} has no Spark type")
+    raise UnsupportedTypeError(f"column {where!r}: Arrow type {sql.arrow} has no Spark type")
 
 
-def _is(data_type: pa.DataType, check: str) -> bool:
-    fn = getattr(pa.types, check, None)
-    return bool(fn and fn(data_type))
+_SPARK_SIMPLE: dict[str, Callable[[], DataType]] = {
+    "boolean": BooleanType,
+    "tinyint": ByteType,
+    "smallint": ShortType,
+    "int": IntegerType,
+    "bigint": LongType,
+    "float": FloatType,
+    "double": DoubleType,
+    "string": StringType,
+    "binary": BinaryType,
+    "date": DateType,
+    "timestamp": TimestampType,
+    "timestamp_ntz": TimestampNTZType,
+    "interval": DayTimeIntervalType,
+    "void": NullType,
+}
 
 
 def spark_schema(schema: pa.Schema, columns: Sequence[str] | None = None) -> StructType:

@@ -627,11 +627,13 @@ class LanceWriter(DataSourceArrowWriter):
         return False
 
     def _sync_columns(self) -> None:
+        """Catalog columns from the schema just committed: passing it means the namespace
+        does not open the dataset again (for a managed table, through the catalog)."""
         ns = self.plan.location.namespace()
         try:
             sync = getattr(ns, "sync_table_columns", None)
             if callable(sync):
-                sync(list(self.plan.location.table_id or ()))
+                sync(list(self.plan.location.table_id or ()), schema=self.plan.schema)
         except Exception as error:
             # The data is committed; a stale column list is not worth failing the job for.
             logger.warning(

@@ -36,7 +36,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     except ImportError:
         _toml = None
 
-from .config import STORAGE_PREFIX, looks_secret
+from ..impls import ALIASES, UnknownImplError, namespace_class
+from ..redaction import masked, secret_values
 
 ENV_PREFIX = "LANCE_METASTORE_"
 ENV_IMPL = "LANCE_METASTORE_IMPL"
@@ -56,15 +57,6 @@ SHORTHANDS: dict[str, str] = {
     "catalog_id": "catalog_id",
 }
 
-# Implementations this package provides, by alias.
-ALIASES: dict[str, str] = {
-    "glue": "lance_metastore.GlueNamespace",
-    "hive3": "lance_metastore.Hive3Namespace",
-    "hive2": "lance_metastore.Hive2Namespace",
-}
-
-MASK = "***"
-
 
 class ConfigError(Exception):
     """The configuration is unusable (bad file, unknown profile, malformed ``key=value``)."""
@@ -82,28 +74,13 @@ class Resolved:
     config_path: Path | None = None
     secret_names: frozenset[str] = frozenset()
 
-    def is_secret(self, key: str) -> bool:
-        return is_secret_property(key, self.secret_names)
-
     def public_properties(self) -> dict[str, str]:
         """The properties with every secret value masked."""
-        return {
-            key: (MASK if self.is_secret(key) else value)
-            for key, value in sorted(self.properties.items())
-        }
+        return masked(self.properties, self.secret_names)
 
     def secret_values(self) -> list[str]:
         """Every secret value, to scrub from anything printed."""
-        return [v for k, v in self.properties.items() if v and self.is_secret(k)]
-
-
-def is_secret_property(key: str, secret_names: Iterable[str]) -> bool:
-    """Secret when the backend declares it so, or when its name looks like a credential."""
-    if key in set(secret_names):
-        return True
-    if key.startswith(STORAGE_PREFIX):
-        return looks_secret(key[len(STORAGE_PREFIX) :])
-    return looks_secret(key)
+        return secret_values(self.properties, self.secret_names)
 
 
 def parse_assignment(text: str, what: str = "--prop") -> tuple[str, str]:
@@ -226,37 +203,16 @@ def env_property_name(suffix: str, declared: Iterable[str]) -> str:
 
 def declared_properties(impl: str | None) -> tuple[list[str], frozenset[str]]:
     """(property names, secret property names) the implementation declares, if it is ours."""
-    if impl is None:
-        return [], frozenset()
-    class_path = ALIASES.get(impl, impl)
-    if not class_path.startswith("lance_metastore."):
+    if impl is None or not ALIASES.get(impl, impl).startswith("lance_metastore."):
         return [], frozenset()
     try:
-        cls = load_class(class_path)
-    except ConfigError:
+        cls = namespace_class(impl)
+    except UnknownImplError:
         return [], frozenset()
     props = getattr(cls, "PROPERTIES", ())
     names = [p.name for p in props]
     secrets = frozenset(p.name for p in props if getattr(p, "secret", False))
     return names, secrets
-
-
-def load_class(class_path: str) -> type:
-    import importlib
-
-    module_name, _, class_name = class_path.rpartition(".")
-    if not module_name:
-        raise ConfigError(f"not a class path: {class_path!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(
-            f"cannot import {module_name!r} for impl {class_path!r}: {error}"
-        ) from None
-    try:
-        return getattr(module, class_name)
-    except AttributeError:
-        raise ConfigError(f"module {module_name!r} has no class {class_name!r}") from None
 
 
 def resolve(

@@ -1,0 +1,5 @@
+"""``python -m lance_metastore.cli``."""
+
+from . import main
+
+main()

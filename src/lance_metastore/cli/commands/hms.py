@@ -1,0 +1,150 @@
+"""``hms start|status|stop``: a local Hive Metastore (from the pyspark wheel) for development."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..app import EXIT_NOT_RUNNING, JsonFlag, running
+from ..config import ENV_HMS_DATA_DIR
+
+# Shared with scripts/demo.sh, so the CLI finds what the demo made.
+DEFAULT_HMS_DATA_DIR = Path(".lance-metastore") / "hms"
+
+hms_app = typer.Typer(
+    help="A local Hive Metastore (from the pyspark wheel) for development.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(hms_app, name="hms")
+
+
+DataDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help=f"Metastore state directory (default ./{DEFAULT_HMS_DATA_DIR}) "
+        f"[env {ENV_HMS_DATA_DIR}]",
+    ),
+]
+
+
+def hms_data_dir(option: Path | None) -> Path:
+    if option is not None:
+        return option.expanduser().resolve()
+    env = os.environ.get(ENV_HMS_DATA_DIR)
+    return Path(env).expanduser().resolve() if env else DEFAULT_HMS_DATA_DIR.resolve()
+
+
+def status_document(status: Any) -> dict[str, Any]:
+    return {
+        "version": getattr(status, "version", None),
+        "running": status.running,
+        "uri": status.uri,
+        "pid": status.pid,
+        "port": status.port,
+        "data_dir": str(status.data_dir),
+        "log": str(status.log_path),
+    }
+
+
+@hms_app.command("start")
+def hms_start(
+    ctx: typer.Context,
+    data_dir: DataDirOption = None,
+    port: Annotated[
+        int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="0: a free port")
+    ] = 0,
+    exist_ok: Annotated[
+        bool, typer.Option("--exist-ok", help="Succeed if it already runs there.")
+    ] = False,
+    version: Annotated[
+        str | None,
+        typer.Option(
+            "--version",
+            metavar="2.3|3.1|4",
+            help="Hive Metastore release: 2.3 (pyspark's, the default), 3.1 or 4 (fetched "
+            "once with Maven). Default: the one the data directory holds.",
+        ),
+    ] = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """Start a local Hive Metastore in the background and print its thrift:// uri."""
+    from ...hms_local import LocalMetastore, MetastoreAlreadyRunningError
+
+    with running(ctx, json_flag) as state:
+        directory = hms_data_dir(data_dir)
+        try:
+            metastore = LocalMetastore.from_data_dir(directory)
+            wanted = version or metastore.version
+            changed = (port and metastore.port != port) or wanted != metastore.version
+            if changed and not metastore.is_running():
+                metastore = LocalMetastore(directory, port=port, version=wanted)
+        except FileNotFoundError:
+            metastore = LocalMetastore(directory, port=port, version=version or "2.3")
+        already = False
+        try:
+            with state.output.spinner(f"starting the metastore in {directory} (takes ~15 s)"):
+                metastore.start()
+        except MetastoreAlreadyRunningError:
+            if not exist_ok:
+                raise
+            metastore = LocalMetastore.from_data_dir(directory)
+            already = True
+        document = {**status_document(metastore.status()), "already_running": already}
+        if already:
+            state.output.note(f"already running in {directory}")
+        state.output.line(document, document["uri"])
+
+
+@hms_app.command("status")
+def hms_status(
+    ctx: typer.Context,
+    data_dir: DataDirOption = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """Whether the local metastore runs (exit 0) or not (exit 3), and its uri."""
+    from ...hms_local import LocalMetastore
+
+    with running(ctx, json_flag) as state:
+        directory = hms_data_dir(data_dir)
+        try:
+            document = status_document(LocalMetastore.from_data_dir(directory).status())
+        except FileNotFoundError:
+            document = dict.fromkeys(
+                ("version", "running", "uri", "pid", "port", "data_dir", "log")
+            )
+            document.update(running=False, data_dir=str(directory))
+        if document["running"]:
+            text = f"running {document['uri']} (pid {document['pid']}, data {directory})"
+        else:
+            last = f" (last uri {document['uri']})" if document["uri"] else ""
+            text = f"stopped{last}, data {directory}"
+        state.output.line(document, text)
+        if not document["running"]:
+            raise typer.Exit(EXIT_NOT_RUNNING)
+
+
+@hms_app.command("stop")
+def hms_stop(
+    ctx: typer.Context,
+    data_dir: DataDirOption = None,
+    json_flag: JsonFlag = False,
+) -> None:
+    """Stop the local metastore of a data directory (no-op if it is not running)."""
+    from ...hms_local import LocalMetastore
+
+    with running(ctx, json_flag) as state:
+        directory = hms_data_dir(data_dir)
+        metastore = LocalMetastore.from_data_dir(directory)
+        was_running = metastore.status().process_alive
+        with state.output.spinner("stopping the metastore"):
+            metastore.stop()
+        document = {"stopped": True, "was_running": was_running, "data_dir": str(directory)}
+        state.output.line(document, "stopped" if was_running else "was not running")

@@ -1,0 +1,94 @@
+"""Which class an ``impl`` names, and the one way to build a namespace from it.
+
+An impl is one of our aliases (:data:`ALIASES`, also published as ``lance_namespace.impls``
+entry points so other tools can find them), an alias another package publishes under that
+entry-point group, one of ``lance_namespace``'s native aliases (``dir``, ``rest``), or a class
+path ``pkg.mod.Class``. (Aliases registered at run time with ``register_namespace_impl`` live in
+a private table of ``lance_namespace``; use their class path here.) The command line and
+the Spark data source both connect through :func:`connect`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from difflib import get_close_matches
+from functools import lru_cache
+from importlib.metadata import entry_points
+from typing import Any
+
+from lance_namespace.errors import InvalidInputError
+
+ENTRY_POINT_GROUP = "lance_namespace.impls"
+
+# The implementations this package provides, by alias (pyproject.toml publishes the same).
+ALIASES: dict[str, str] = {
+    "glue": "lance_metastore.GlueNamespace",
+    "hive3": "lance_metastore.Hive3Namespace",
+    "hive2": "lance_metastore.Hive2Namespace",
+}
+
+
+class UnknownImplError(InvalidInputError):
+    """The impl is neither a known alias nor an importable LanceNamespace class."""
+
+
+@lru_cache(maxsize=1)
+def _published() -> dict[str, str]:
+    """Aliases other installed packages publish (``module:Class`` becomes ``module.Class``)."""
+    return {
+        point.name: point.value.replace(":", ".") for point in entry_points(group=ENTRY_POINT_GROUP)
+    }
+
+
+def known_aliases() -> dict[str, str]:
+    """Every alias this process can resolve, and the class path each one names."""
+    import lance_namespace
+
+    return {**lance_namespace.NATIVE_IMPLS, **_published(), **ALIASES}
+
+
+def class_path_of(impl: str) -> str:
+    """The class path an impl names; raises :class:`UnknownImplError` for a misspelt alias."""
+    impl = impl.strip()
+    aliases = known_aliases()
+    if impl in aliases:
+        return aliases[impl]
+    if "." not in impl:
+        hint = get_close_matches(impl, list(aliases), n=1)
+        suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+        known = ", ".join(sorted(aliases))
+        raise UnknownImplError(
+            f"unknown impl {impl!r}{suggestion}: expected one of {known} or a class path "
+            "pkg.mod.Class"
+        )
+    return impl
+
+
+def namespace_class(impl: str) -> type:
+    """The LanceNamespace class an impl names, imported."""
+    from lance_namespace import LanceNamespace
+
+    class_path = class_path_of(impl)
+    module_name, _, class_name = class_path.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise UnknownImplError(
+            f"cannot import {module_name!r} for impl {impl!r}: {error}"
+        ) from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        raise UnknownImplError(f"module {module_name!r} has no class {class_name!r}")
+    if not (isinstance(cls, type) and issubclass(cls, LanceNamespace)):
+        raise UnknownImplError(f"{class_path} is not a LanceNamespace implementation")
+    return cls
+
+
+def connect(impl: str, properties: Mapping[str, Any]) -> Any:
+    """A namespace of the implementation ``impl`` configured with ``properties``.
+
+    The class is built directly (not through ``lance_namespace.connect``), so its errors keep
+    their spec codes.
+    """
+    return namespace_class(impl)(**dict(properties))

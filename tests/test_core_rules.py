@@ -1,0 +1,214 @@
+"""The rules the core owns once, as pure units (no server): which class an impl names, the
+identifier parser, the secret rule, the id forms of each backend, bulk planning, and the
+Spark data source's client cache."""
+
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+import weakref
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import lance
+import pyarrow as pa
+import pytest
+from lance_namespace.errors import ErrorCode, InvalidInputError
+
+import lance_metastore
+from lance_metastore import impls
+from lance_metastore.bulk import PLANNED, find_datasets, register_many, table_name_for
+from lance_metastore.identifiers import parse_identifier
+from lance_metastore.redaction import REDACTED, is_secret, masked, scrub, secret_values
+from lance_metastore.spark import options
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+RECORDING = "support.recording_namespace.RecordingNamespace"
+UNREACHABLE = {"uri": "thrift://127.0.0.1:9"}  # building a namespace opens no connection
+
+
+# --------------------------------------------------------------------------------------------
+# impls
+# --------------------------------------------------------------------------------------------
+
+
+def test_one_alias_table_published_as_entry_points() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    declared = project["project"]["entry-points"][impls.ENTRY_POINT_GROUP]
+    assert {k: v.replace(":", ".") for k, v in declared.items()} == impls.ALIASES
+    installed = {e.name: e.value for e in entry_points(group=impls.ENTRY_POINT_GROUP)}
+    assert {k: installed.get(k) for k in declared} == declared
+    assert lance_metastore.ALIASES is impls.ALIASES
+
+
+@pytest.mark.parametrize(
+    ("impl", "cls"),
+    [
+        ("hive2", lance_metastore.Hive2Namespace),
+        ("hive3", lance_metastore.Hive3Namespace),
+        (" hive3 ", lance_metastore.Hive3Namespace),
+        ("lance_metastore.Hive2Namespace", lance_metastore.Hive2Namespace),
+        ("lance_metastore.hive.Hive3Namespace", lance_metastore.Hive3Namespace),
+    ],
+)
+def test_connect_by_alias_or_class_path(impl: str, cls: type) -> None:
+    ns = lance_metastore.connect(impl, UNREACHABLE)
+    try:
+        assert type(ns) is cls
+    finally:
+        ns.close()
+
+
+def test_misspelt_impl_names_the_known_aliases() -> None:
+    with pytest.raises(impls.UnknownImplError) as caught:
+        impls.namespace_class("hiv3")
+    message = str(caught.value)
+    assert "'hiv3'" in message and "did you mean 'hive3'?" in message
+    assert all(alias in message for alias in ("glue", "hive2", "hive3"))
+    assert caught.value.code == ErrorCode.INVALID_INPUT
+    with pytest.raises(impls.UnknownImplError, match="no class 'Nope'"):
+        impls.namespace_class("lance_metastore.Nope")
+    with pytest.raises(impls.UnknownImplError, match="not a LanceNamespace"):
+        impls.namespace_class("lance_metastore.config.Property")
+    with pytest.raises(impls.UnknownImplError, match="cannot import"):
+        impls.namespace_class("no_such_module_xyz.Cls")
+
+
+# --------------------------------------------------------------------------------------------
+# identifiers
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "delimiter", "parts"),
+    [
+        ("db$t", "$", ("db", "t")),
+        ("db/t", "$", ("db", "t")),
+        ("cat/db$t", "$", ("cat", "db", "t")),
+        (" /db/ ", "$", ("db",)),
+        ("", "$", ()),
+        ("/", "$", ()),
+        (None, "$", ()),
+        ("hive$$orders", "$", ("hive", "", "orders")),  # the namespace says what is wrong
+        ("a.b.c", ".", ("a", "b", "c")),
+        ("a/b.c", ".", ("a", "b", "c")),
+    ],
+)
+def test_one_identifier_parser(text, delimiter, parts) -> None:
+    assert parse_identifier(text, delimiter) == parts
+
+
+def test_messages_name_each_level() -> None:
+    hive3 = lance_metastore.Hive3Namespace(**UNREACHABLE)
+    hive2 = lance_metastore.Hive2Namespace(**UNREACHABLE)
+    with pytest.raises(InvalidInputError, match=r"^Empty database name in 'hive\$\$orders'$"):
+        hive3.describe_table({"id": "hive$$orders"})
+    with pytest.raises(InvalidInputError, match=r"^Table name 'sa les' in 'db\$sa les' is not"):
+        hive2.declare_table({"id": "db$sa les"})
+    with pytest.raises(InvalidInputError, match=r"^Database name 'sa les' is not valid"):
+        hive2.create_namespace({"id": "sa les"})
+
+
+def test_id_forms_are_public() -> None:
+    hive3 = lance_metastore.Hive3Namespace(**UNREACHABLE)
+    assert hive3.is_namespace_id("hive$db") and not hive3.is_table_id("hive$db")
+    assert hive3.is_table_id(["hive", "db", "t"]) and not hive3.is_namespace_id("hive$db$t")
+    hive2 = lance_metastore.Hive2Namespace(**UNREACHABLE)
+    assert hive2.is_table_id("db$t") and not hive2.is_namespace_id("db$t")
+    assert not hive2.is_table_id("db$sa les") and not hive2.is_table_id(["db", ""])
+
+
+# --------------------------------------------------------------------------------------------
+# secrets
+# --------------------------------------------------------------------------------------------
+
+
+def test_one_secret_rule() -> None:
+    declared = {"assume_role_external_id"}
+    for key in ("secret_access_key", "session_token", "access_key_id", "password"):
+        assert is_secret(key)
+        assert is_secret(f"storage.aws_{key}")
+    assert is_secret("assume_role_external_id", declared)
+    assert not is_secret("assume_role_external_id")
+    for key in ("region", "storage.aws_region", "endpoint", "uri", "storage.bucket", "root"):
+        assert not is_secret(key)
+    shown = masked({"storage.aws_secret_access_key": "s3cr3t!", "region": "eu"})
+    assert shown == {"region": "eu", "storage.aws_secret_access_key": REDACTED}
+    assert secret_values({"token": "abcd", "region": "eu"}) == ["abcd"]
+    assert scrub("key abcd and ab", ["abcd", "ab"]) == f"key {REDACTED} and ab"
+
+
+# --------------------------------------------------------------------------------------------
+# bulk registration planning
+# --------------------------------------------------------------------------------------------
+
+
+def test_bulk_plan(tmp_path: Path) -> None:
+    for where in ("a/one.lance", "b/two", "b/deeper/three.lance"):
+        lance.write_dataset(pa.table({"x": [1]}), str(tmp_path / where))
+    (tmp_path / "not-a-dataset").mkdir()
+    found = find_datasets(tmp_path)
+    assert [table_name_for(p) for p in found] == ["one", "three", "two"]  # sorted by path
+    assert table_name_for(Path(".lance")) == ".lance"
+    plan = register_many(None, ["db"], tmp_path, dry_run=True)  # no catalog call
+    assert [(o.id, o.status) for o in plan.outcomes] == [
+        (("db", "one"), PLANNED),
+        (("db", "three"), PLANNED),
+        (("db", "two"), PLANNED),
+    ]
+    assert plan.first_error is None and plan.failed == []
+
+
+# --------------------------------------------------------------------------------------------
+# the Spark data source's client cache
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def empty_cache():
+    with options._CLIENTS_LOCK:
+        saved = dict(options._CLIENTS)
+        options._CLIENTS.clear()
+    yield
+    with options._CLIENTS_LOCK:
+        options._CLIENTS.clear()
+        options._CLIENTS.update(saved)
+
+
+def test_client_cache_shares_one_client_across_threads(empty_cache) -> None:
+    from support import recording_namespace
+
+    start = threading.Barrier(8)
+    got: list[object] = []
+
+    def build() -> None:
+        start.wait()
+        got.append(options.connect(RECORDING, {"k": "shared"}))
+
+    threads = [threading.Thread(target=build) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(c) for c in got}) == 1  # every thread got the cached one
+    assert got[0] in recording_namespace.BUILT
+
+
+def test_client_cache_is_lru_and_never_closes_a_client(empty_cache) -> None:
+    first = options.connect(RECORDING, {"n": "0"})
+    others = [options.connect(RECORDING, {"n": str(i)}) for i in range(1, options._MAX_CLIENTS)]
+    assert options.connect(RECORDING, {"n": "0"}) is first  # used again: now the newest
+    options.connect(RECORDING, {"n": "new"})  # one more than fits: the LRU one goes
+    assert options.connect(RECORDING, {"n": "0"}) is first
+    assert options.connect(RECORDING, {"n": "1"}) is not others[0]
+    assert not any(c.closed for c in [first, *others])  # a holder may still use it
+    evicted = weakref.ref(others[0])
+    del others
+    gc.collect()
+    assert evicted() is None  # dropped by the cache, released by its last holder
