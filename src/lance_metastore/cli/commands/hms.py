@@ -1,4 +1,5 @@
-"""``hms start|status|stop``: a local Hive Metastore (from the pyspark wheel) for development."""
+"""``hms start|status|stop``: a local Hive Metastore (2.3 from the pyspark wheel, 3.1 or 4 from
+Maven Central) for development."""
 
 from __future__ import annotations
 
