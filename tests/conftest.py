@@ -109,3 +109,19 @@ def hive2(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
 @pytest.fixture
 def hive3(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
     return HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=3)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] SparkSession for the whole test session (format "lance" registered)."""
+    pytest.importorskip("pyspark")
+    from support.spark import local_session
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = local_session(
+        "lance-metastore-test-spark", conf={"spark.sql.warehouse.dir": str(warehouse)}
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

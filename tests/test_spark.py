@@ -9,7 +9,6 @@ import decimal
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest, TableExistsRequest
 from lance_namespace.errors import TableNotFoundError
 from support.harness import Harness
-from support.spark import local_session, plan_nodes, scan_rows
+from support.spark import plan_nodes, scan_rows
 
 from lance_metastore.spark import use_in_this_thread
 
@@ -34,18 +33,6 @@ pytestmark = [
     # pytest's process imports lance before Spark starts its JVM and Python workers
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = local_session(
-        "lance-metastore-test-spark", conf={"spark.sql.warehouse.dir": str(warehouse)}
-    )
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,13 @@ SOURCE_OPTIONS = frozenset(
         "data_storage_version",
         "compression",
         "batch_size_bytes",
+        "row_address",
+        "mergeschema",
+        # streaming
+        "checkpointlocation",
+        "query_id",
+        "replay_lookback",
+        "starting_version",
     }
 )
 
@@ -157,11 +164,27 @@ def parse_target(options: Mapping[str, str]) -> Target:
             )
         storage = {k[len(STORAGE_PREFIX) :]: v for k, v in extra.items()}
         return Target(path, None, {}, None, storage or None)
+    check_impl(impl)
     delimiter = opts.get("delimiter") or "$"
     table_id = tuple(part.strip() for part in path.split(delimiter))
     if any(not part for part in table_id):
         raise OptionError(f"Invalid table id {path!r}: empty part between {delimiter!r}")
     return Target(path, impl, extra, table_id, None)
+
+
+def check_impl(impl: str) -> None:
+    """Refuse an ``impl`` that is neither a known alias nor a class path, naming the aliases."""
+    import lance_namespace
+
+    import lance_metastore  # noqa: F401 - registers the "glue"/"hive2"/"hive3" aliases
+
+    aliases = sorted({*lance_namespace.NATIVE_IMPLS, *lance_namespace._REGISTERED_IMPLS})
+    if impl in aliases or ("." in impl.strip(".") and not impl.endswith(".")):
+        return
+    raise OptionError(
+        f"Unknown impl {impl!r}: use one of the aliases {', '.join(aliases)}, or the full "
+        "class path of a lance_namespace.LanceNamespace (module.Class)"
+    )
 
 
 def int_option(options: Mapping[str, str], name: str, default: int | None) -> int | None:
