@@ -25,16 +25,17 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceStreamArrowWriter,
-    DataSourceStreamReader,
-    InputPartition,
-    WriterCommitMessage,
-)
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from .options import Location, OptionError, int_option
 from .reader import LanceReader, Snapshot, open_dataset
+
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pyspark 4.0: no Arrow stream writers (stream_writer refuses)
+    from pyspark.sql.datasource import DataSourceStreamWriter as DataSourceStreamArrowWriter
+
 from .writer import (
     OP_SKIP,
     JobLedger,
@@ -175,6 +176,10 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
 
 
 def stream_writer(plan: WritePlan, options: Mapping[str, str], complete: bool) -> LanceStreamWriter:
+    import pyspark.sql.datasource as datasource
+
+    if not hasattr(datasource, "DataSourceStreamArrowWriter"):
+        raise OptionError("The Lance streaming sink needs pyspark 4.1 or later")
     if plan.operation == OP_SKIP:
         raise OptionError("option 'save_mode' does not apply to streaming writes")
     lookback = int_option(options, "replay_lookback", DEFAULT_REPLAY_LOOKBACK)
