@@ -143,13 +143,22 @@ def connect(impl: str, properties: Mapping[str, str]) -> Any:
 def parse_target(options: Mapping[str, str]) -> Target:
     """The table the options name; raises :class:`OptionError` with a fix when they do not."""
     opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
-    if "provider" in opts and any(k.startswith("option.") for k in opts):
-        # Spark's session catalog creating a table: these are its table properties, and the
-        # reads and writes of that table will receive no options at all.
+    if "provider" in opts:
+        # Spark's session catalog creating a table (CREATE TABLE ... USING lance [OPTIONS |
+        # LOCATION]): these are its table properties, and the reads and writes of that table
+        # will receive no options at all.
         raise OptionError("CREATE TABLE ... USING lance is not supported. " + SQL_TABLE_HINT)
     path = opts.get("path", "").strip()
     impl = opts.get("impl", "").strip() or None
     if not path:
+        if not {k for k in opts if not k.startswith("__")}:
+            # No options at all: a spark_catalog table, whose OPTIONS Spark keeps to itself.
+            raise OptionError(
+                "No table given, and no options at all: this is either load()/save() without "
+                "a path, or a spark_catalog table (CREATE TABLE ... USING lance with a column "
+                "list, which Spark creates without asking the source). For such a table, "
+                "DROP TABLE it. " + SQL_TABLE_HINT
+            )
         raise OptionError(
             "No table given: pass a table id (with option 'impl') or a dataset URI to "
             "load()/save(), or set option 'path'. " + SQL_TABLE_HINT
