@@ -1,6 +1,7 @@
 """Servers for the whole test session, started once, on 127.0.0.1 with OS-chosen ports.
 
 - ``glue_emulator``: moto's server (Glue, STS, S3) with our Glue emulator extensions.
+- ``stock_moto``: moto's server as shipped (no catalog API, no VersionId checks).
 - ``backend``: a harness per backend, parametrizing the behaviour suite.
 
 Set ``LANCE_METASTORE_TEST_GLUE_REAL=1`` (see tests/support/glue_emulator.py) to run the Glue
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support.glue_emulator import GlueEmulator, glue_endpoint_from_env
+from support.glue_emulator import GlueEmulator, StockMotoServer, glue_endpoint_from_env
 from support.harness import GlueHarness, Harness, HiveHarness
 
 # Property-based tests run against live servers: no per-example deadline, fixtures shared by
@@ -34,7 +35,9 @@ settings.register_profile(
 )
 settings.load_profile("lance-metastore")
 
-BACKENDS = ["glue", "hive2", "hive3"]
+# Glue as deployed: "glue-stock" is moto's server as shipped, "glue-noapi" the emulator
+# signed by a principal whose IAM policy grants no catalog action.
+BACKENDS = ["glue", "glue-stock", "glue-noapi", "hive2", "hive3"]
 
 # Run the Hive tests against an existing metastore instead of starting one from the pyspark
 # wheel (e.g. a real Hive 3 or 4 metastore): thrift://host:port
@@ -63,9 +66,46 @@ def glue(glue_emulator: GlueEmulator, tmp_path: Path) -> Iterator[GlueHarness]:
     yield GlueHarness(root=tmp_path / "lake", emulator=glue_emulator)
 
 
+@pytest.fixture(scope="session")
+def stock_moto() -> Iterator[StockMotoServer]:
+    with StockMotoServer() as server:
+        yield server
+
+
+def _emulated_glue_only(variant: str) -> None:
+    if glue_endpoint_from_env() is not None:
+        pytest.skip(f"{variant} needs a local endpoint; real AWS Glue is configured")
+
+
+@pytest.fixture
+def glue_stock(stock_moto: StockMotoServer, tmp_path: Path) -> GlueHarness:
+    _emulated_glue_only("glue-stock")
+    stock_moto.reset()
+    return GlueHarness(
+        root=tmp_path / "lake",
+        emulator=stock_moto,
+        label="glue-stock",
+        catalog_api=False,
+        conditional_updates=False,
+    )
+
+
+@pytest.fixture
+def glue_noapi(glue_emulator: GlueEmulator, tmp_path: Path) -> GlueHarness:
+    _emulated_glue_only("glue-noapi")
+    glue_emulator.reset()
+    return GlueHarness(
+        root=tmp_path / "lake",
+        emulator=glue_emulator,
+        principal=glue_emulator.catalog_api_denied,
+        label="glue-noapi",
+        catalog_api=False,
+    )
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Harness:
-    harness = request.getfixturevalue(request.param)
+    harness = request.getfixturevalue(request.param.replace("-", "_"))
     harness.reset()
     return harness
 

@@ -469,7 +469,11 @@ class CatalogNamespace(LanceNamespace):
             req = coerce_request(request, ListTablesRequest)
             path = self._namespace_path(req.id)
             if not path:
-                raise InvalidInputError("The root namespace holds no tables; name a namespace")
+                # Tables live in databases, never at the root: an empty listing, as Lance's
+                # DirectoryNamespace and lancedb's table_names() on a fresh connection expect.
+                # Paged like any listing, so a malformed token or limit still answers 13.
+                names, token = self._pager.page(("tables", path), list, req.page_token, req.limit)
+                return ListTablesResponse(tables=names, page_token=token)
             include_declared = req.include_declared is not False
 
             def fetch() -> list[str]:
