@@ -158,7 +158,7 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
             raise
         ledger.remove()
         ledger.collect_garbage()
-        if plan.location.table_id is not None and not append:
+        if plan.location.table_id is not None and not append and plan.columns_change:
             self._sync_columns()
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]

@@ -80,6 +80,8 @@ class WritePlan:
     max_rows_per_group: int | None = None
     # mergeSchema: the table gains the data's new (nullable) columns in the append's commit.
     merge_schema: bool = False
+    # Whether the commit changes the table's columns (then the catalog's are synced).
+    columns_change: bool = True
     job_id: str = field(default_factory=lambda: new_job_id())
 
 
@@ -154,11 +156,17 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
             max_rows_per_file=int_option(options, "max_rows_per_file", 1024 * 1024) or 1024 * 1024,
             max_rows_per_group=int_option(options, "max_rows_per_group", None),
             merge_schema=merge,
+            columns_change=existing is None or not _same_columns(arrow_schema, existing),
         )
     except BaseException:
         if declared:
             _deregister(location)
         raise
+
+
+def _same_columns(new: pa.Schema, old: pa.Schema) -> bool:
+    """Same names and types in the same order (what the catalog's column list shows)."""
+    return [(f.name, f.type) for f in new] == [(f.name, f.type) for f in old]
 
 
 def merged_schema(
@@ -675,9 +683,8 @@ class LanceWriter(DataSourceArrowWriter):
         ledger = JobLedger(plan.location, plan.job_id)
         ledger.remove()
         ledger.collect_garbage()
-        if plan.location.table_id is not None and (
-            plan.operation != OP_APPEND or plan.merge_schema
-        ):
+        if plan.location.table_id is not None and plan.columns_change:
+            # An overwrite with the same columns leaves the catalog's list as it is.
             self._sync_columns()
 
     def operation(self, fragments: list[Any]) -> Any:
