@@ -36,8 +36,9 @@ settings.register_profile(
 settings.load_profile("lance-metastore")
 
 # Glue as deployed: "glue-stock" is moto's server as shipped, "glue-noapi" the emulator
-# signed by a principal whose IAM policy grants no catalog action.
-BACKENDS = ["glue", "glue-stock", "glue-noapi", "hive2", "hive3"]
+# signed by a principal whose IAM policy grants no catalog action. "hive_kerberos": Hive 2 on
+# a metastore that requires Kerberos (SASL/GSSAPI), with a test KDC.
+BACKENDS = ["glue", "glue-stock", "glue-noapi", "hive2", "hive3", "hive_kerberos"]
 
 # Run the Hive tests against an existing metastore instead of starting one from the pyspark
 # wheel (e.g. a real Hive 3 or 4 metastore): thrift://host:port
@@ -149,6 +150,47 @@ def hive2(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
 @pytest.fixture
 def hive3(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
     return HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=3)
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An MIT KDC on loopback with realm LANCE.TEST; KRB5_CONFIG points at it for the session
+    (Spark executors and CLI subprocesses inherit it)."""
+    from support.kdc import Kdc, missing_binaries
+
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"MIT Kerberos KDC not installed ({', '.join(missing)}): scripts/setup.sh")
+    pytest.importorskip("gssapi", reason="the [kerberos] extra is not installed")
+    with Kdc(tmp_path_factory.mktemp("kdc")) as server:
+        previous = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = str(server.krb5_conf)
+        try:
+            yield server
+        finally:
+            if previous is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = previous
+
+
+@pytest.fixture(scope="session")
+def kerberized_metastore(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real HMS 2.3 that accepts only Kerberos-authenticated clients."""
+    from support.secure_hms import kerberized_metastore as start
+
+    with start(kdc, tmp_path_factory.mktemp("hms_kerberos")) as metastore:
+        yield metastore
+
+
+@pytest.fixture
+def hive_kerberos(kerberized_metastore: Any, tmp_path: Path) -> HiveHarness:
+    return HiveHarness(
+        root=tmp_path / "lake",
+        uri=kerberized_metastore.uri,
+        level=2,
+        security=kerberized_metastore.client_properties(),
+    )
 
 
 @pytest.fixture(scope="session")

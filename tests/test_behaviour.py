@@ -371,9 +371,7 @@ def test_pylance_create_append_overwrite(backend: Harness, ns, db):
 def test_lancedb_lists_the_root_of_a_fresh_connection(backend: Harness):
     import lancedb
 
-    conn = lancedb.connect_namespace(
-        f"lance_metastore.{type(backend.connect()).__name__}", backend.properties()
-    )
+    conn = lancedb.connect_namespace(*backend.client_target())
     assert conn.list_tables().tables == []
     with pytest.warns(DeprecationWarning):  # lancedb's older name, still in wide use
         assert list(conn.table_names()) == []
@@ -382,9 +380,7 @@ def test_lancedb_lists_the_root_of_a_fresh_connection(backend: Harness):
 def test_lancedb_connect_namespace(backend: Harness, db):
     import lancedb
 
-    conn = lancedb.connect_namespace(
-        f"lance_metastore.{type(backend.connect()).__name__}", backend.properties()
-    )
+    conn = lancedb.connect_namespace(*backend.client_target())
     conn.create_table("scores", DATA, namespace_path=db)
     assert conn.open_table("scores", namespace_path=db).count_rows() == 3
     assert conn.list_tables(namespace_path=db).tables == ["scores"]

@@ -21,6 +21,7 @@ always did, and multi-level ids answer 13 saying why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -935,6 +936,51 @@ class GlueNamespace(CatalogNamespace):
                 "update of %s took effect before its reply was lost",
                 describe((*path, expected.name)),
             )
+
+    def _catalog_rename_table(
+        self, path: Path, entry: TableEntry, new_path: Path, new_name: str
+    ) -> None:
+        """Glue has no rename: create the new entry, then delete the old one.
+
+        Between the two calls the table has two entries for a moment; every way out leaves
+        one. If the old entry changed meanwhile (a managed commit landed on it), or deleting
+        it fails, the new entry is deleted again and the error raised: the old entry alone
+        stays. A delete whose reply was lost but which took effect is the rename done.
+        """
+        renamed = dataclasses.replace(entry, name=new_name, version_token=None)
+        self._catalog_create_table(new_path, renamed, list(entry.columns or []))
+        old = describe((*path, entry.name))
+        try:
+            current = self._catalog_get_table(path, entry.name)
+            if current is None or current.version_token != entry.version_token:
+                raise ConcurrentModificationError(
+                    f"Table {old} changed while it was being renamed; rename it again"
+                )
+            self._catalog_delete_table(path, entry.name)
+        except Exception as error:
+            if not isinstance(error, ConcurrentModificationError):
+                try:
+                    gone = self._catalog_get_table(path, entry.name) is None
+                except Exception:
+                    gone = False
+                if gone:
+                    logger.info("rename of %s: the old entry's deletion took effect", old)
+                    return
+            self._undo_rename(new_path, new_name, old)
+            raise
+
+    def _undo_rename(self, new_path: Path, new_name: str, old: str) -> None:
+        new = describe((*new_path, new_name))
+        try:
+            self._catalog_delete_table(new_path, new_name)
+        except TableNotFoundError:
+            pass
+        except Exception as error:
+            # Both entries exist and the catalog refuses to drop one: say so, loudly.
+            raise InternalError(
+                f"Renaming {old} to {new} failed half-way and the new entry could not be "
+                f"removed ({error}); deregister {new} to finish undoing it"
+            ) from None
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         deleted = self._call(

@@ -60,6 +60,10 @@ class Harness(ABC):
     def namespace_class(self) -> type[LanceNamespace]:
         """The class ``connect`` builds here, for constructing it directly."""
 
+    def client_target(self) -> tuple[str, dict[str, str]]:
+        """What lancedb's ``connect_namespace`` takes to reach this backend: impl, properties."""
+        return f"lance_metastore.{self.namespace_class().__name__}", self.properties()
+
     def connect(self, **overrides: str) -> LanceNamespace:
         from lance_namespace import connect
 
@@ -307,6 +311,9 @@ class HiveHarness(Harness):
 
     uri: str = ""
     level: int = 2  # 2: hive2, 3: hive3 (default catalog "hive" on HMS 2.x)
+    # client.auth / client.kerberos.* / client.tls.* of a secured metastore; the harness's own
+    # Thrift client authenticates the same way.
+    security: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.name = f"hive{self.level}"
@@ -317,7 +324,7 @@ class HiveHarness(Harness):
         self.max_name_length = 128
 
     def properties(self) -> dict[str, str]:
-        return {"uri": self.uri, "root": str(self.root)}
+        return {"uri": self.uri, "root": str(self.root), **self.security}
 
     def namespace_class(self) -> type[LanceNamespace]:
         from lance_metastore import Hive2Namespace, Hive3Namespace
@@ -339,6 +346,10 @@ class HiveHarness(Harness):
         from lance_metastore.hms_local import thrift_client
 
         first = urlparse(self.uri.split(",")[0])
+        if self.security:
+            from .secure_hms import secured_thrift_client
+
+            return secured_thrift_client(f"thrift://{first.hostname}:{first.port}", self.security)
         return thrift_client(first.hostname, first.port)
 
     def reset(self) -> None:

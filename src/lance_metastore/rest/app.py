@@ -1,0 +1,420 @@
+"""An ASGI app that serves any ``LanceNamespace`` over the Lance Namespace REST spec.
+
+One generic endpoint per row of ``operations.OPERATIONS``: it builds the operation's request
+model from the route, the query string and the body, calls the namespace on a worker thread
+(namespaces block on their catalogs), and renders the response the way the spec says. Every
+failure becomes the spec's error body ``{"error": ..., "code": N}`` with the HTTP status the
+spec gives that code; nothing else (no stack trace, no framework page) ever leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import typing
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote_plus
+
+from lance_namespace import LanceNamespace
+from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply
+from .security import (
+    DEFAULT_MAX_BODY_BYTES,
+    AuditMiddleware,
+    BearerAuthMiddleware,
+    BodyLimitMiddleware,
+    BodyTooLarge,
+    note,
+)
+
+logger = logging.getLogger("lance_metastore.rest")
+
+DEFAULT_DELIMITER = "$"
+HEALTH_PATH = "/health"
+OPENAPI_PATH = "/openapi.json"
+
+# The spec's table "Error Code to HTTP Status Mapping".
+_STATUS_OF_CODE: dict[int, int] = {
+    ErrorCode.UNSUPPORTED: 406,
+    **dict.fromkeys((1, 4, 6, 8, 10, 11, 12, 22), 404),
+    **dict.fromkeys((2, 3, 5, 7, 9, 14, 19, 23), 409),
+    **dict.fromkeys((13, 20), 400),
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.UNAUTHENTICATED: 401,
+    ErrorCode.SERVICE_UNAVAILABLE: 503,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.THROTTLING: 429,
+}
+
+
+def http_status(code: int) -> int:
+    """The HTTP status the spec gives an error code (500 for a code it does not know)."""
+    return _STATUS_OF_CODE.get(int(code), 500)
+
+
+def error_response(
+    code: int, message: str, scope: dict[str, Any] | None = None, status: int | None = None
+) -> JSONResponse:
+    """The spec's error body; ``status`` overrides the code's own (404 for unknown routes)."""
+    if scope is not None:
+        note(scope, code=int(code))
+    return JSONResponse(
+        {"error": message, "code": int(code)}, status_code=status or http_status(code)
+    )
+
+
+class BadRequest(Exception):
+    """A request the server refuses before it reaches the namespace (code 13)."""
+
+
+class _ObjectIdConvertor(Convertor[str]):
+    """An object id: any characters, ``/`` and line breaks included (the namespace judges)."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("lance_object_id", _ObjectIdConvertor())
+
+
+def create_app(
+    namespace: LanceNamespace,
+    *,
+    auth_token: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    audit_logger: logging.Logger | None = None,
+) -> Starlette:
+    """The REST app for ``namespace``.
+
+    ``auth_token``: when given, every route but the health route needs
+    ``Authorization: Bearer <token>`` (401, code 16, otherwise). ``max_body_bytes`` caps request
+    bodies (413, code 13). One audit line per request goes to ``audit_logger``
+    (``lance_metastore.rest.audit`` by default).
+    """
+    from .openapi import openapi_document
+
+    document: dict[str, Any] = {}
+
+    async def health(request: Request) -> Response:
+        note(request.scope, operation="health")
+        return JSONResponse({"status": "ok"})
+
+    async def openapi(request: Request) -> Response:
+        note(request.scope, operation="openapi")
+        if not document:
+            document.update(openapi_document())
+        return JSONResponse(document)
+
+    routes = [
+        Route(HEALTH_PATH, health, methods=["GET"]),
+        Route(OPENAPI_PATH, openapi, methods=["GET"]),
+    ]
+    for operation in sorted(OPERATIONS, key=_route_priority):
+        route_path = operation.path.replace("{id}", "{id:lance_object_id}")
+        routes.append(
+            Route(route_path, _endpoint(namespace, operation), methods=[operation.method])
+        )
+
+    async def routing_error(request: Request, exc: Exception) -> Response:
+        status = getattr(exc, "status_code", 404)
+        if status == 405:
+            message = f"Method {request.method} is not allowed on {request.url.path}"
+        else:
+            message = f"No route {request.method} {request.url.path}"
+        # not a spec operation: invalid input, with the HTTP status of the routing failure
+        return error_response(ErrorCode.INVALID_INPUT, message, request.scope, status=status)
+
+    async def unexpected(request: Request, exc: Exception) -> Response:
+        logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return error_response(ErrorCode.INTERNAL, "Internal server error", request.scope)
+
+    return Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(AuditMiddleware, logger=audit_logger),
+            Middleware(BearerAuthMiddleware, token=auth_token, open_paths={HEALTH_PATH}),
+            Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes),
+        ],
+        exception_handlers={HTTPException: routing_error, Exception: unexpected},
+    )
+
+
+def _route_priority(operation: Operation) -> tuple[int, int]:
+    """Routes without an id first, then those with more literal segments after the id.
+
+    The id may hold anything, so ``/v1/namespace/{id}/table/list`` must be tried
+    before ``/v1/namespace/{id}/list``, and ``/v1/table/{id}/index/{name}/drop`` before
+    ``/v1/table/{id}/drop``.
+    """
+    if not operation.has_id:
+        return (0, 0)
+    tail = operation.path.split("{id}", 1)[1]
+    return (1, -len([part for part in tail.split("/") if part]))
+
+
+def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., Any]:
+    method = getattr(namespace, operation.method_name)
+    raw_route = _raw_route_pattern(operation)
+
+    async def endpoint(request: Request) -> Response:
+        scope = request.scope
+        note(scope, operation=operation.name)
+        try:
+            route_id = _route_id(request, raw_route)
+            note(scope, object_id=route_id)
+            body = await request.body() if operation.body is not Body.NONE else b""
+            model = _request_model(operation, request, route_id, body)
+            if operation.body is Body.ARROW:
+                result = await run_in_threadpool(method, model, body)
+            else:
+                result = await run_in_threadpool(method, model)
+            return _render(operation, result)
+        except LanceNamespaceError as error:
+            return error_response(error.code, str(error), scope)
+        except BodyTooLarge as error:
+            return error_response(ErrorCode.INVALID_INPUT, str(error), scope, status=413)
+        except BadRequest as error:
+            return error_response(ErrorCode.INVALID_INPUT, str(error), scope)
+        except ValidationError as error:
+            return error_response(
+                ErrorCode.INVALID_INPUT, _validation_message(operation, error), scope
+            )
+        except Exception:
+            logger.exception("unexpected error in %s", operation.name)
+            return error_response(
+                ErrorCode.INTERNAL, f"Internal error during {operation.name}", scope
+            )
+
+    endpoint.__name__ = operation.name
+    return endpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# Requests
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_id(route_id: str, delimiter: str) -> list[str]:
+    """A route's object id: the delimiter alone is the root namespace."""
+    if route_id == delimiter:
+        return []
+    return route_id.split(delimiter)
+
+
+def _raw_route_pattern(operation: Operation) -> re.Pattern[str] | None:
+    """The operation's route as a regex over the raw (still percent-encoded) path."""
+    if not operation.has_id:
+        return None
+    pattern = ""
+    for literal, name in re.findall(r"([^{]*)(?:\{(\w+)\})?", operation.path):
+        pattern += re.escape(literal)
+        if name:
+            pattern += "(?P<id>.*)" if name == "id" else f"(?P<{name}>[^/]+)"
+    return re.compile(pattern + "$")
+
+
+def _route_id(request: Request, raw_route: re.Pattern[str] | None) -> str | None:
+    """The object id of the route, decoded from the raw path as a form value.
+
+    Lance's Rust client encodes a space as ``+`` and a plus as ``%2B`` (Java's client: ``%20``
+    and ``%2B``), so ``+`` decodes to a space; a ``/`` inside an id arrives as ``%2F`` and
+    stays part of the id.
+    """
+    if raw_route is None:
+        return None
+    raw_path = request.scope.get("raw_path") or request.scope["path"].encode()
+    match = raw_route.match(raw_path.decode("latin-1"))
+    if match is None:  # a path the router matched only after decoding
+        return request.path_params.get("id")
+    try:
+        return unquote_plus(match.group("id"), errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequest("The object id in the route is not valid UTF-8") from None
+
+
+def _request_model(
+    operation: Operation, request: Request, route_id: str | None, body: bytes
+) -> BaseModel:
+    fields: dict[str, Any] = {}
+    if operation.body is Body.JSON:
+        fields.update(_json_object(body, "request body"))
+    elif operation.body is Body.MAP:
+        fields["metadata"] = _json_object(body, "metadata")
+
+    model_fields = _query_fields(operation.request)
+    query = request.query_params
+    for key in query:
+        if key == "delimiter" or key not in model_fields:
+            continue  # parameters of other spec versions are ignored, as JSON fields are
+        fields[key] = _query_value(key, model_fields[key], query.getlist(key))
+    if operation.name == "create_table":
+        _create_table_headers(request, fields, model_fields)
+
+    for name in operation.path_fields:
+        value = request.path_params[name]
+        if fields.get(name) not in (None, value):
+            raise BadRequest(f"The body names {name} {fields[name]!r}, the route {value!r}")
+        fields[name] = value
+
+    if route_id is not None:
+        delimiter = query.get("delimiter") or DEFAULT_DELIMITER
+        fields["id"] = _reconcile_id(fields.get("id"), route_id, delimiter)
+    return operation.request.model_validate(fields)
+
+
+def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
+    """The request's id: the route's, or the body's when both name the same object.
+
+    They name the same object when the body's id, joined by the delimiter, is the route's
+    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400. An empty
+    body id counts as absent: Lance's Java client always sends one (``"id": []``).
+    """
+    parts = parse_id(route_id, delimiter)
+    if given is None or given == [] or given == parts:
+        return parts
+    if isinstance(given, list) and all(isinstance(part, str) for part in given):
+        if delimiter.join(given) == route_id or (not given and route_id == delimiter):
+            return given
+    elif isinstance(given, str) and given == route_id:
+        return parts
+    raise BadRequest(f"The body names id {given!r}, the route names {parts!r}")
+
+
+def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    """The JSON object in ``body``; an empty body is refused, as by Lance's own server."""
+    if not body.strip():
+        raise BadRequest(f"The {what} must be a JSON object ({{}} when every field is optional)")
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise BadRequest(f"Malformed JSON in the {what}: {error}") from None
+    if not isinstance(value, dict):
+        raise BadRequest(f"The {what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _query_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """Request fields by their wire name (alias), with their annotations."""
+    return {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
+
+
+def _kind(annotation: Any) -> str:
+    """The wire shape of a field: int, bool, list, dict or str (Optional/Annotated unwrapped)."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple):
+        return "list"
+    if origin is dict:
+        return "dict"
+    if origin is not None:  # Optional[...], Annotated[...], Union[...]
+        for arg in typing.get_args(annotation):
+            if arg is not type(None):
+                kind = _kind(arg)
+                if kind != "str":
+                    return kind
+        return "str"
+    if annotation is bool:
+        return "bool"
+    if annotation is int:
+        return "int"
+    return "str"
+
+
+def _query_value(key: str, annotation: Any, values: list[str]) -> Any:
+    kind = _kind(annotation)
+    value = values[-1]
+    if kind == "list":
+        # repeated parameters, or one comma-separated value
+        return values if len(values) > 1 else [part for part in value.split(",") if part]
+    if kind == "bool":
+        lowered = value.lower()
+        if lowered not in ("true", "false"):
+            raise BadRequest(f"Query parameter {key} must be true or false, not {value!r}")
+        return lowered == "true"
+    if kind == "int":
+        try:
+            return int(value)
+        except ValueError:
+            raise BadRequest(f"Query parameter {key} must be an integer, not {value!r}") from None
+    if kind == "dict":
+        return _json_object(value.encode(), f"query parameter {key}")
+    return value
+
+
+def _create_table_headers(
+    request: Request, fields: dict[str, Any], model_fields: dict[str, Any]
+) -> None:
+    """CreateTable's older header form: ``x-lance-table-properties`` (a JSON map)."""
+    properties = request.headers.get("x-lance-table-properties")
+    if properties and "properties" in model_fields and "properties" not in fields:
+        fields["properties"] = _json_object(properties.encode(), "x-lance-table-properties")
+
+
+def _validation_message(operation: Operation, error: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'request'}: {problem['msg']}"
+        for problem in error.errors(include_url=False, include_input=False)
+    )
+    return f"Invalid {operation.request_model}: {problems}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Responses
+# ---------------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return value
+
+
+def _context_headers(result: Any) -> dict[str, str]:
+    """Response ``context`` entries named ``header.<name>`` travel as response headers."""
+    context = getattr(result, "context", None) or {}
+    return {
+        key[len("header.") :]: str(value)
+        for key, value in context.items()
+        if key.startswith("header.") and len(key) > len("header.")
+    }
+
+
+def _render(operation: Operation, result: Any) -> Response:
+    headers = _context_headers(result)
+    reply = operation.reply
+    if reply is Reply.EMPTY:
+        return Response(status_code=200, headers=headers)
+    if reply is Reply.ARROW_FILE:
+        data = result if isinstance(result, (bytes, bytearray)) else result.data
+        return Response(bytes(data), media_type=ARROW_FILE, headers=headers)
+    if reply is Reply.INTEGER:
+        count = result if isinstance(result, int) else getattr(result, "count", None)
+        if count is None and isinstance(result, dict):
+            count = result.get("count")
+        return JSONResponse(int(count), headers=headers)
+    if reply is Reply.TEXT:
+        return JSONResponse(str(result), headers=headers)
+    if reply is Reply.MAP:
+        metadata = getattr(result, "metadata", None)
+        if metadata is None and isinstance(result, dict):
+            metadata = result.get("metadata", result)
+        return JSONResponse(dict(metadata or {}), headers=headers)
+    if result is None:
+        return JSONResponse({}, headers=headers)
+    return JSONResponse(_plain(result), headers=headers)

@@ -1,0 +1,191 @@
+"""Running the app: ``serve`` for the command line (blocks, stops cleanly on SIGTERM) and
+``RestServer`` for tests and embedding (a context manager, on a background thread).
+
+Both bind the socket themselves before uvicorn starts, so port 0 gives an OS-chosen port whose
+URL is known (and printed) before the first request can arrive.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any, TextIO
+
+import uvicorn
+from lance_namespace import LanceNamespace
+
+from .app import create_app
+from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 2333  # the spec's default port
+# How long SIGTERM waits for in-flight requests before closing them.
+GRACEFUL_SHUTDOWN_SECONDS = 30
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: the OS chooses)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # proto IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say
+    # so, and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def url_of(sock: socket.socket, tls: bool) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'https' if tls else 'http'}://{shown}:{port}"
+
+
+def _config(app: Any, tls_cert: str | None, tls_key: str | None, log_level: str) -> uvicorn.Config:
+    if bool(tls_cert) != bool(tls_key):
+        raise ValueError("TLS needs both a certificate and its key (--tls-cert and --tls-key)")
+    return uvicorn.Config(
+        app,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        log_config=None,  # the host application's logging decides; the audit log replaces
+        access_log=False,  # uvicorn's access log
+        log_level=log_level,
+        server_header=False,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
+        lifespan="off",
+    )
+
+
+def audit_to(stream: TextIO) -> None:
+    """Send the audit log, one bare line per request, to ``stream`` (only there)."""
+    audit = logging.getLogger(AUDIT_LOGGER)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit.handlers = [handler]
+    audit.setLevel(logging.INFO)
+    audit.propagate = False
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, except that SIGTERM, once in-flight requests have finished, ends
+    ``serve`` normally (exit status 0) instead of being raised again to kill the process."""
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        super().handle_exit(sig, frame)  # type: ignore[arg-type]
+        captured = getattr(self, "_captured_signals", None)
+        if sig == signal.SIGTERM and captured and captured[-1] == sig:
+            captured.pop()
+
+
+def serve(
+    namespace: LanceNamespace,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    auth_token: str | None = None,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    on_ready: Callable[[str], None] = print,
+    audit_stream: TextIO | None = None,
+    log_level: str = "warning",
+) -> None:
+    """Serve ``namespace`` until SIGTERM or SIGINT; in-flight requests finish first.
+
+    ``on_ready`` receives the URL once the socket listens (the CLI prints it as its first line).
+    ``audit_stream``: write the audit lines there (else they go to the ``AUDIT_LOGGER`` logger
+    as the application configured it).
+    """
+    if audit_stream is not None:
+        audit_to(audit_stream)
+    app = create_app(namespace, auth_token=auth_token, max_body_bytes=max_body_bytes)
+    config = _config(app, tls_cert, tls_key, log_level)
+    sock = bind(host, port)
+    try:
+        on_ready(url_of(sock, tls=bool(tls_cert)))
+        _Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+class RestServer:
+    """A server on a background thread, for tests and embedding::
+
+        with RestServer(namespace) as server:
+            client = lance_namespace.connect("rest", {"uri": server.url})
+
+    ``target`` is a namespace or an app made by ``create_app``; the keyword arguments of
+    ``create_app`` apply to a namespace.
+    """
+
+    def __init__(
+        self,
+        target: Any,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        *,
+        tls_cert: str | None = None,
+        tls_key: str | None = None,
+        log_level: str = "warning",
+        **app_options: Any,
+    ) -> None:
+        self.app = (
+            create_app(target, **app_options) if isinstance(target, LanceNamespace) else target
+        )
+        self._config = _config(self.app, tls_cert, tls_key, log_level)
+        self._host, self._port, self._tls = host, port, bool(tls_cert)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
+        self.url = ""
+
+    def start(self) -> RestServer:
+        self._sock = bind(self._host, self._port)
+        self.url = url_of(self._sock, self._tls)
+        server = self._server = uvicorn.Server(self._config)
+        sock = self._sock
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as error:  # e.g. an unreadable TLS certificate
+                failure.append(error)
+
+        self._thread = threading.Thread(target=run, name=f"lance-rest {self.url}", daemon=True)
+        self._thread.start()
+        while not server.started:
+            if not self._thread.is_alive():
+                self.stop()
+                cause = failure[0] if failure else None
+                raise RuntimeError(f"The REST server did not start: {cause}") from cause
+            self._thread.join(0.01)
+        return self
+
+    def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish, then return."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(GRACEFUL_SHUTDOWN_SECONDS + 5)
+        if self._sock is not None:
+            self._sock.close()
+        self._server = self._thread = self._sock = None
+
+    def __enter__(self) -> RestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"RestServer({self.url or 'not started'})"
