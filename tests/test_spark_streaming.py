@@ -128,7 +128,7 @@ def test_sink_survives_a_python_worker_killed_mid_batch(spark, hive3, tmp_path: 
     from pyspark.sql import functions as F
 
     @F.udf("long")
-    def kill_once_in_batch_two(value: int) -> int:
+    def kill_once_in_batch_two(value):  # no type hints: Spark would read them as a pandas UDF
         # Rows 20..29 arrive in the third micro-batch: the first time, kill this worker.
         if value == 25 and not os.path.exists(str(marker)):
             open(str(marker), "w").close()

@@ -216,7 +216,6 @@ class LanceStreamReader(DataSourceStreamReader):
     def __init__(self, snapshot: Snapshot, schema: StructType, options: Mapping[str, str]):
         self.snapshot = snapshot
         self.schema = schema
-        self.options = dict(options)
         self.batch_reader = LanceReader(snapshot, schema, options)
         self.starting_version = int_option(options, "starting_version", None) or 0
 
