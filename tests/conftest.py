@@ -239,3 +239,19 @@ def hive_kerberos(kerberized_metastore: Any, tmp_path: Path) -> HiveHarness:
         level=2,
         security=kerberized_metastore.client_properties(),
     )
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] SparkSession for the whole test session (format "lance" registered)."""
+    pytest.importorskip("pyspark")
+    from support.spark import local_session
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = local_session(
+        "lance-metastore-test-spark", conf={"spark.sql.warehouse.dir": str(warehouse)}
+    )
+    try:
+        yield session
+    finally:
+        session.stop()

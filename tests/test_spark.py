@@ -9,7 +9,6 @@ import decimal
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 from lance_namespace import CreateNamespaceRequest, DescribeTableRequest, TableExistsRequest
 from lance_namespace.errors import TableNotFoundError
 from support.harness import Harness
-from support.spark import local_session, plan_nodes, scan_rows
+from support.spark import plan_nodes, scan_rows
 
 from lance_metastore.spark import use_in_this_thread
 
@@ -34,18 +33,6 @@ pytestmark = [
     # pytest's process imports lance before Spark starts its JVM and Python workers
     pytest.mark.filterwarnings("ignore:lance is not fork-safe:UserWarning"),
 ]
-
-
-@pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    warehouse = tmp_path_factory.mktemp("spark-warehouse")
-    session = local_session(
-        "lance-metastore-test-spark", conf={"spark.sql.warehouse.dir": str(warehouse)}
-    )
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 # --------------------------------------------------------------------------------------------
@@ -748,6 +735,9 @@ def test_option_errors(spark, hive3):
         spark.read.format("lance").option("region", "x").load("/tmp/nowhere").count()
     with pytest.raises(Exception, match="save_mode"):
         write(orders(spark, 1), hive3, "hive$x$y", save_mode="sometimes")
+    # a misspelt impl names the aliases it could have meant
+    with pytest.raises(PySparkException, match=r"unknown impl 'hive4'.*glue, hive2, hive3"):
+        spark.read.format("lance").option("impl", "hive4").load("a$b").count()
 
 
 def test_sql_temporary_view(spark, hive3):
@@ -772,13 +762,72 @@ def test_sql_temporary_view(spark, hive3):
         assert spark.sql("SELECT count(*) FROM sqlt").collect()[0][0] == 5
     finally:
         spark.sql("DROP VIEW IF EXISTS sqlt")
-    # a catalog table would lose its OPTIONS on the way to a Python data source: refused
+
+
+def test_sql_catalog_tables_fail_at_once_and_leave_no_entry(spark, hive3, tmp_path: Path):
+    """Spark 4.3 hands a Python data source none of a spark_catalog table's OPTIONS, so such
+    a table could never find its data: every form that asks the source fails at once, says to
+    use a temporary view, and leaves no catalog entry."""
+    db = make_db(hive3)
+    path = table_path(db, "sqlcat")
+    write(orders(spark, 3), hive3, path)
+    options = ", ".join(f"`{k}` '{v}'" for k, v in {**lance_options(hive3), "path": path}.items())
+    statements = {
+        "lost1": f"CREATE TABLE lost1 USING lance OPTIONS ({options})",
+        "lost2": f"CREATE TABLE lost2 USING lance LOCATION '{tmp_path / 't.lance'}'",
+        "lost3": f"CREATE TABLE lost3 USING lance OPTIONS ({options}) AS SELECT 1 AS id",
+    }
     try:
-        with pytest.raises(PySparkException, match="TEMPORARY VIEW"):
-            spark.sql(f"CREATE TABLE lost USING lance OPTIONS ({options})")
-        writer = orders(spark, 1).write.format("lance").options(**lance_options(hive3))
-        with pytest.raises(PySparkException, match="TEMPORARY VIEW"):
-            writer.mode("append").saveAsTable("lost2")
+        for name, statement in statements.items():
+            with pytest.raises(PySparkException, match="TEMPORARY VIEW"):
+                spark.sql(statement)
+            assert not spark.catalog.tableExists(name), statement
+        for mode in ("append", "overwrite"):
+            writer = orders(spark, 1).write.format("lance").options(**lance_options(hive3))
+            with pytest.raises(PySparkException, match="TEMPORARY VIEW"):
+                writer.mode(mode).saveAsTable(f"lost_{mode}")
+            assert not spark.catalog.tableExists(f"lost_{mode}")
+        # With a column list Spark creates the entry without asking the source; its first
+        # use fails and says what to do.
+        spark.sql("CREATE TABLE unasked (id bigint) USING lance")
+        with pytest.raises(PySparkException, match=r"(?s)DROP TABLE it.*TEMPORARY VIEW"):
+            spark.table("unasked").collect()
+        with pytest.raises(PySparkException, match="DROP TABLE it"):
+            spark.sql("INSERT INTO unasked VALUES (1)")
     finally:
-        spark.sql("DROP TABLE IF EXISTS lost")
-        spark.sql("DROP TABLE IF EXISTS lost2")
+        for name in [*statements, "lost_append", "lost_overwrite", "unasked"]:
+            spark.sql(f"DROP TABLE IF EXISTS {name}")
+
+
+def test_column_subset_reads_only_those_columns(spark, tmp_path: Path):
+    """Spark 4.3 offers Python sources no column pruning; option ``columns`` (and
+    ``LanceTable.to_df(columns)``) does it. Proof: the data file holding column ``b`` is
+    deleted, and reads of ``a`` alone still succeed (reads of ``b`` cannot)."""
+    from lance_metastore.spark import LanceTable
+
+    uri = str(tmp_path / "pruned.lance")
+    lance.write_dataset(pa.table({"a": list(range(100))}), uri)
+    dataset = lance.dataset(uri)
+    dataset.add_columns({"b": "a * 2"})  # b goes to its own data file in each fragment
+    files = lance.dataset(uri).get_fragments()[0].metadata.data_files()
+    (b_file,) = [f.path for f in files if f.fields == [1]]
+    os.remove(Path(uri) / "data" / b_file)
+    by_option = spark.read.format("lance").option("columns", "a").load(uri)
+    assert sorted(r[0] for r in by_option.collect()) == list(range(100))
+    by_table = LanceTable.for_path(spark, uri).to_df(["a"])
+    assert by_table.agg(F.sum("a")).collect()[0][0] == sum(range(100))
+    by_schema = spark.read.format("lance").schema("a long").load(uri)
+    assert by_schema.count() == 100
+    with pytest.raises(Exception, match=r"(?i)not found|no such file|does not exist"):
+        spark.read.format("lance").option("columns", "b").load(uri).collect()
+
+
+def test_explain_shows_pushed_filters(spark, tmp_path: Path, capsys: pytest.CaptureFixture):
+    uri = str(tmp_path / "explained.lance")
+    lance.write_dataset(pa.table({"a": [1, 2, 3], "b": ["x", "yy", "z"]}), uri)
+    df = spark.read.format("lance").load(uri).filter("a > 1 AND length(b) = 1")
+    df.explain("formatted")
+    plan = capsys.readouterr().out
+    pushed = next(line for line in plan.splitlines() if line.startswith("PushedFilters"))
+    assert "GreaterThan(a,1)" in pushed and "length" not in pushed
+    assert [tuple(r) for r in df.collect()] == [(3, "z")]

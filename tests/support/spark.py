@@ -32,6 +32,8 @@ def local_session(
         .config("spark.default.parallelism", str(cores))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", "2g")
+        # Workers fork from a daemon that has the heavy imports done (docs/spark.md).
+        .config("spark.python.daemon.module", "lance_metastore.spark.daemon")
     )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)

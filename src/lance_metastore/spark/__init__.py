@@ -18,8 +18,17 @@ from typing import Any
 
 from .reader import DEFAULT_PARTITIONS
 from .source import LanceDataSource
+from .table import ChangeResult, LanceTable, MergeBuilder
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "LanceDataSource", "register", "use_in_this_thread"]
+__all__ = [
+    "FILTER_PUSHDOWN_CONF",
+    "ChangeResult",
+    "LanceDataSource",
+    "LanceTable",
+    "MergeBuilder",
+    "register",
+    "use_in_this_thread",
+]
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 

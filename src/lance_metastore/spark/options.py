@@ -46,6 +46,13 @@ SOURCE_OPTIONS = frozenset(
         "data_storage_version",
         "compression",
         "batch_size_bytes",
+        "row_address",
+        "mergeschema",
+        # streaming
+        "checkpointlocation",
+        "query_id",
+        "replay_lookback",
+        "starting_version",
     }
 )
 
@@ -142,13 +149,22 @@ def connect(impl: str, properties: Mapping[str, str]) -> Any:
 def parse_target(options: Mapping[str, str]) -> Target:
     """The table the options name; raises :class:`OptionError` with a fix when they do not."""
     opts = {str(k).lower(): str(v) for k, v in dict(options).items()}
-    if "provider" in opts and any(k.startswith("option.") for k in opts):
-        # Spark's session catalog creating a table: these are its table properties, and the
-        # reads and writes of that table will receive no options at all.
+    if "provider" in opts:
+        # Spark's session catalog creating a table (CREATE TABLE ... USING lance [OPTIONS |
+        # LOCATION]): these are its table properties, and the reads and writes of that table
+        # will receive no options at all.
         raise OptionError("CREATE TABLE ... USING lance is not supported. " + SQL_TABLE_HINT)
     path = opts.get("path", "").strip()
     impl = opts.get("impl", "").strip() or None
     if not path:
+        if not {k for k in opts if not k.startswith("__")}:
+            # No options at all: a spark_catalog table, whose OPTIONS Spark keeps to itself.
+            raise OptionError(
+                "No table given, and no options at all: this is either load()/save() without "
+                "a path, or a spark_catalog table (CREATE TABLE ... USING lance with a column "
+                "list, which Spark creates without asking the source). For such a table, "
+                "DROP TABLE it. " + SQL_TABLE_HINT
+            )
         raise OptionError(
             "No table given: pass a table id (with option 'impl') or a dataset URI to "
             "load()/save(), or set option 'path'. " + SQL_TABLE_HINT
@@ -163,8 +179,20 @@ def parse_target(options: Mapping[str, str]) -> Target:
             )
         storage = {k[len(STORAGE_PREFIX) :]: v for k, v in extra.items()}
         return Target(path, None, {}, None, storage or None)
+    check_impl(impl)
     table_id = parse_identifier(path, opts.get("delimiter") or DELIMITER)
     return Target(path, impl, extra, table_id, None)
+
+
+def check_impl(impl: str) -> None:
+    """Refuse an ``impl`` that is neither a known alias nor a class path, naming the aliases
+    (the rule is the core's: :func:`lance_metastore.impls.class_path_of`)."""
+    from ..impls import UnknownImplError, class_path_of
+
+    try:
+        class_path_of(impl)
+    except UnknownImplError as error:
+        raise OptionError(f"Option 'impl': {error}") from None
 
 
 def int_option(options: Mapping[str, str], name: str, default: int | None) -> int | None:

@@ -34,6 +34,9 @@ DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
 # about as many partitions as Spark has cores, never smaller than this.
 MIN_ROWS_PER_PARTITION = 128 * 1024
 DEFAULT_PARTITIONS = 2
+# Option ``row_address=true`` adds this column: each row's physical address in the dataset
+# (fragment id << 32 | row offset), which row-level changes use to find the rows they touch.
+ROW_ADDRESS = "_rowaddr"
 
 
 @dataclass(frozen=True)
@@ -48,9 +51,13 @@ class Snapshot:
 class LancePartition(InputPartition):
     """Pieces of a Lance dataset: ``(fragment_id, start, end)``; ``start is None`` = whole."""
 
-    def __init__(self, pieces: list[tuple[int, int | None, int | None]]) -> None:
+    def __init__(
+        self, pieces: list[tuple[int, int | None, int | None]], version: int | None = None
+    ) -> None:
         super().__init__(None)
         self.pieces = pieces
+        # Set by the streaming source, whose partitions read different versions.
+        self.version = version
 
 
 def open_dataset(location: Location, version: int | str | None = None, asof: Any = None) -> Any:
@@ -179,8 +186,11 @@ class LanceReader(DataSourceReader):
     ) -> None:
         self.snapshot = snapshot
         self.schema = schema
-        self.columns = select_columns(snapshot, options, schema)
-        for spark_field, name in zip(schema, self.columns, strict=True):
+        data_fields = StructType([f for f in schema if f.name != ROW_ADDRESS])
+        self.row_address = len(data_fields) < len(schema)
+        self.data_schema = data_fields
+        self.columns = select_columns(snapshot, options, data_fields)
+        for spark_field, name in zip(data_fields, self.columns, strict=True):
             have = spark_type_or_none(snapshot.schema.field(name).type)
             if have is not None and not castable(have, spark_field.dataType):
                 raise OptionError(
@@ -198,9 +208,15 @@ class LanceReader(DataSourceReader):
     # -- planning (driver) --------------------------------------------------------------------
 
     def partitions(self) -> list[InputPartition]:
+        return self.plan(open_dataset(self.snapshot.location, self.snapshot.version))
+
+    def plan(
+        self, dataset: Any, fragment_ids: set[int] | None = None, version: int | None = None
+    ) -> list[InputPartition]:
         """Balanced partitions: about the same number of rows each, fragments kept whole
-        where they fit and split into row ranges where a partition boundary falls inside."""
-        dataset = open_dataset(self.snapshot.location, self.snapshot.version)
+        where they fit and split into row ranges where a partition boundary falls inside.
+        ``fragment_ids`` limits the read to those fragments; ``version`` is recorded in the
+        partitions (the streaming source reads a new version in each micro-batch)."""
         # With a filter, ranges are physical row addresses; without, rows as Lance counts them.
         fragments = [
             (
@@ -209,11 +225,12 @@ class LanceReader(DataSourceReader):
                 f.metadata.num_rows,
             )
             for f in dataset.get_fragments()
+            if fragment_ids is None or f.fragment_id in fragment_ids
         ]
         fragments = [(fid, span) for fid, span, rows in fragments if rows > 0]
         total = sum(span for _, span in fragments)
         if total == 0:
-            return [LancePartition([])]
+            return [LancePartition([], version)]
         if self.rows_per_partition:
             count = math.ceil(total / self.rows_per_partition)
         else:
@@ -234,10 +251,10 @@ class LanceReader(DataSourceReader):
                 start += take
                 room -= take
                 if room == 0:
-                    partitions.append(LancePartition(current))
+                    partitions.append(LancePartition(current, version))
                     current, room = [], target
         if current:
-            partitions.append(LancePartition(current))
+            partitions.append(LancePartition(current, version))
         return partitions
 
     # -- execution (executors) ----------------------------------------------------------------
@@ -246,20 +263,23 @@ class LanceReader(DataSourceReader):
         pieces = getattr(partition, "pieces", None)
         if not pieces:
             return iter(())
-        return self._read(pieces)
+        version = getattr(partition, "version", None)
+        return self._read(pieces, self.snapshot.version if version is None else version)
 
     def _scan_options(self) -> dict[str, Any]:
         return {
             "columns": self.columns,
             "batch_size": self.batch_size,
             "batch_size_bytes": self.batch_size_bytes,
+            "with_row_address": self.row_address,
         }
 
     def _read(
-        self, pieces: Sequence[tuple[int, int | None, int | None]]
+        self, pieces: Sequence[tuple[int, int | None, int | None]], version: int
     ) -> Iterator[pa.RecordBatch]:
         target = spark_arrow_schema(self.schema)
-        dataset = open_dataset(self.snapshot.location, self.snapshot.version)
+        names = [*self.columns, ROW_ADDRESS] if self.row_address else self.columns
+        dataset = open_dataset(self.snapshot.location, version)
         whole = [dataset.get_fragment(fid) for fid, start, _ in pieces if start is None]
         scanners = []
         if whole:
@@ -289,7 +309,7 @@ class LanceReader(DataSourceReader):
         for scanner in scanners:
             for batch in scanner.to_batches():
                 if batch.num_rows:
-                    yield conform(batch, target, self.columns)
+                    yield conform(batch, target, names)
 
 
 def pushdown_supported() -> bool:
@@ -306,7 +326,7 @@ class FilteringLanceReader(LanceReader):
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # pyspark's Filter objects
         from . import filters as sql_filters
 
-        pairs = zip(self.schema, self.columns, strict=True)
+        pairs = zip(self.data_schema, self.columns, strict=True)
         names = {spark_field.name.lower(): column for spark_field, column in pairs}
         schema = self.snapshot.schema
         self.pushed = []

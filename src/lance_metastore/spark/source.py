@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter
-from pyspark.sql.types import StructType
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
+from pyspark.sql.types import LongType, StructType
 
 from .options import bool_option, parse_target
 from .reader import (
     DEFAULT_PARTITIONS,
+    ROW_ADDRESS,
     FilteringLanceReader,
     LanceReader,
     Snapshot,
@@ -15,6 +22,7 @@ from .reader import (
     resolve_snapshot,
 )
 from .reader import select_columns as _select_columns
+from .streaming import LanceStreamReader, stream_writer
 from .types import spark_schema
 from .writer import LanceWriter, plan_write
 
@@ -40,7 +48,10 @@ class LanceDataSource(DataSource):
 
     def schema(self) -> StructType:
         snapshot = self._resolve()
-        return spark_schema(snapshot.schema, _select_columns(snapshot, self.options, None))
+        schema = spark_schema(snapshot.schema, _select_columns(snapshot, self.options, None))
+        if bool_option(self.options, "row_address", False):
+            schema = schema.add(ROW_ADDRESS, LongType(), nullable=False)
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         snapshot = self._resolve()
@@ -50,3 +61,10 @@ class LanceDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return LanceWriter(plan_write(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """Append mode appends each micro-batch; complete mode (``overwrite``) replaces."""
+        return stream_writer(plan_write(self.options, schema, overwrite), self.options, overwrite)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return LanceStreamReader(self._resolve(), schema, self.options)

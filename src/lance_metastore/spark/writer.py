@@ -35,7 +35,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from .options import Location, OptionError, Target, int_option, parse_target
+from .options import Location, OptionError, Target, bool_option, int_option, parse_target
 from .reader import _not_found, open_dataset
 from .types import conform, realign, target_schema
 
@@ -78,6 +78,10 @@ class WritePlan:
     data_storage_version: str | None = None
     max_rows_per_file: int = 1024 * 1024
     max_rows_per_group: int | None = None
+    # mergeSchema: the table gains the data's new (nullable) columns in the append's commit.
+    merge_schema: bool = False
+    # Whether the commit changes the table's columns (then the catalog's are synced).
+    columns_change: bool = True
     job_id: str = field(default_factory=lambda: new_job_id())
 
 
@@ -130,9 +134,13 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
             operation = OP_APPEND if mode in (APPEND,) else OP_OVERWRITE
             existing, read_version = dataset.schema, int(dataset.version)
             storage_version = storage_version or _storage_version(dataset)
-        arrow_schema = target_schema(
-            schema, existing, append=operation == OP_APPEND, where=repr(location.name)
-        )
+        merge = False
+        if operation == OP_APPEND and bool_option(options, "mergeschema", False):
+            arrow_schema, merge = merged_schema(schema, dataset, options, repr(location.name))
+        else:
+            arrow_schema = target_schema(
+                schema, existing, append=operation == OP_APPEND, where=repr(location.name)
+            )
         if operation != OP_APPEND:
             arrow_schema = with_compression(arrow_schema, compression_option(options))
         incoming = {f.name.lower(): f.name for f in schema}
@@ -147,11 +155,58 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
             data_storage_version=storage_version,
             max_rows_per_file=int_option(options, "max_rows_per_file", 1024 * 1024) or 1024 * 1024,
             max_rows_per_group=int_option(options, "max_rows_per_group", None),
+            merge_schema=merge,
+            columns_change=existing is None or not _same_columns(arrow_schema, existing),
         )
     except BaseException:
         if declared:
             _deregister(location)
         raise
+
+
+def _same_columns(new: pa.Schema, old: pa.Schema) -> bool:
+    """Same names and types in the same order (what the catalog's column list shows)."""
+    return [(f.name, f.type) for f in new] == [(f.name, f.type) for f in old]
+
+
+def merged_schema(
+    schema: StructType, dataset: Any, options: Mapping[str, str], where: str
+) -> tuple[pa.Schema, bool]:
+    """The table's schema plus the data's new columns (nullable, at the end), for an append
+    with ``mergeSchema``; and whether there are any. Missing columns are still an error.
+
+    Tasks write the new schema's field ids afresh (0, 1, ... in pre-order), so the table's
+    own ids must be exactly those: true unless columns were dropped or altered in place.
+    """
+    existing = dataset.schema
+    known = {name.lower() for name in existing.names}
+    added = [f for f in schema if f.name.lower() not in known]
+    kept = StructType([f for f in schema if f.name.lower() in known])
+    base = target_schema(kept, existing, append=True, where=where)
+    if not added:
+        return base, False
+    ids = _field_ids(dataset.lance_schema)
+    if ids != list(range(len(ids))):
+        raise OptionError(
+            f"Cannot add columns {[f.name for f in added]} to {where} with mergeSchema: its "
+            "columns were dropped or changed before, so new data files cannot line up with "
+            "its field ids. Add the columns with pylance's add_columns, then append"
+        )
+    new_fields = target_schema(StructType(added), None, append=False, where=where)
+    tagged = with_compression(pa.schema(list(new_fields)), compression_option(options))
+    return pa.schema(list(base) + list(tagged), metadata=existing.metadata), True
+
+
+def _field_ids(lance_schema: Any) -> list[int]:
+    ids: list[int] = []
+
+    def walk(fields: Any) -> None:
+        for lance_field in fields:
+            ids.append(int(lance_field.id()))
+            walk(lance_field.children())
+
+    walk(lance_schema.fields())
+    return ids
 
 
 COMPRESSION_KEY = "lance-encoding:compression"
@@ -225,6 +280,50 @@ def _catalog_table(target: Target) -> tuple[Location, bool, bool]:
         managed_versioning=bool(getattr(response, "managed_versioning", False)),
     )
     return location, existed, declared
+
+
+def commit_operation(
+    location: Location,
+    operation: Any,
+    read_version: int | None,
+    properties: Mapping[str, str] | None = None,
+) -> Any:
+    """One Lance commit of ``operation`` on the table (through its catalog when the catalog
+    manages its versions), recording ``properties`` in the commit's transaction.
+
+    A conflict with a concurrent writer that Lance cannot rebase over raises the namespace
+    spec's ConcurrentModificationError (14); nothing was committed then.
+    """
+    import lance
+    from lance.commit import CommitConflictError
+    from lance_namespace.errors import ConcurrentModificationError
+
+    kwargs: dict[str, Any] = {}
+    if location.managed_versioning:
+        kwargs = {
+            "namespace_client": location.namespace(),
+            "table_id": list(location.table_id or ()),
+            "namespace_client_managed_versioning": True,
+        }
+    transaction: Any = operation
+    if properties:
+        transaction = lance.Transaction(
+            read_version or 0, operation, transaction_properties=dict(properties)
+        )
+    try:
+        return lance.LanceDataset.commit(
+            location.uri,
+            transaction,
+            read_version=read_version,
+            storage_options=location.storage_options,
+            **kwargs,
+        )
+    except CommitConflictError as error:
+        raise ConcurrentModificationError(
+            f"Table {location.name!r} changed while this write ran (it read version "
+            f"{read_version}), and the changes conflict: {error}. Nothing was committed; "
+            "run it again"
+        ) from error
 
 
 def _deregister(location: Location) -> None:
@@ -522,7 +621,10 @@ class LanceWriter(DataSourceArrowWriter):
                 pa.RecordBatchReader.from_batches(plan.schema, batches()),
                 plan.location.uri,
                 schema=plan.schema,
-                mode="append" if plan.operation == OP_APPEND else "overwrite",
+                # A merged schema is new to the table: write its ids afresh.
+                mode="append"
+                if plan.operation == OP_APPEND and not plan.merge_schema
+                else "overwrite",
                 max_rows_per_file=plan.max_rows_per_file,
                 max_rows_per_group=plan.max_rows_per_group or 1024,
                 data_storage_version=plan.data_storage_version,
@@ -571,11 +673,7 @@ class LanceWriter(DataSourceArrowWriter):
             JobLedger(plan.location, plan.job_id).remove()
             return  # nothing to add: no new version
         try:
-            if plan.operation == OP_APPEND:
-                operation = lance.LanceOperation.Append(fragments)
-            else:
-                operation = lance.LanceOperation.Overwrite(plan.schema, fragments)
-            self._commit(lance, operation)
+            self._commit(lance, self.operation(fragments))
         except BaseException:
             # An error after the manifest was written (a lost response) must not delete
             # files a committed version references: check before undoing.
@@ -585,27 +683,27 @@ class LanceWriter(DataSourceArrowWriter):
         ledger = JobLedger(plan.location, plan.job_id)
         ledger.remove()
         ledger.collect_garbage()
-        if plan.location.table_id is not None and plan.operation != OP_APPEND:
+        if plan.location.table_id is not None and plan.columns_change:
+            # An overwrite with the same columns leaves the catalog's list as it is.
             self._sync_columns()
 
-    def _commit(self, lance: Any, operation: Any) -> None:
+    def operation(self, fragments: list[Any]) -> Any:
+        """The Lance operation that adds ``fragments`` as the plan says."""
+        import lance
+
         plan = self.plan
-        kwargs: dict[str, Any] = {}
-        ns = None
-        if plan.location.managed_versioning:
-            ns = plan.location.namespace()
-            kwargs = {
-                "namespace_client": ns,
-                "table_id": list(plan.location.table_id or ()),
-                "namespace_client_managed_versioning": True,
-            }
-        lance.LanceDataset.commit(
-            plan.location.uri,
-            operation,
-            read_version=plan.read_version,
-            storage_options=plan.location.storage_options,
-            **kwargs,
-        )
+        if plan.operation != OP_APPEND:
+            return lance.LanceOperation.Overwrite(plan.schema, fragments)
+        if plan.merge_schema:
+            # One commit adds the columns and the rows: the table's fragments (as read at
+            # planning; Lance refuses the commit if a concurrent one changed them) and ours.
+            dataset = open_dataset(plan.location, plan.read_version)
+            existing = [f.metadata for f in dataset.get_fragments()]
+            return lance.LanceOperation.Merge(existing + fragments, plan.schema)
+        return lance.LanceOperation.Append(fragments)
+
+    def _commit(self, lance: Any, operation: Any, properties: Mapping[str, str] | None = None):
+        return commit_operation(self.plan.location, operation, self.plan.read_version, properties)
 
     def _committed(self, messages: list[LanceCommitMessage]) -> bool:
         """Whether the latest version references this job's files (True if unsure)."""

@@ -1,0 +1,270 @@
+"""Structured Streaming: a sink that writes each micro-batch exactly once, and a source that
+reads the rows each new version of an append-only table adds.
+
+Sink. Tasks write Lance fragments as a batch write does (:class:`~.writer.LanceWriter`); the
+driver commits each micro-batch as ONE Lance commit whose transaction properties record the
+streaming query's id and the batch id. Spark replays a micro-batch whose end it did not record
+in its checkpoint (the driver or a worker died after the sink committed, before Spark wrote its
+commit log). Before committing, the sink reads the transaction properties of the table's recent
+versions: a version of this query with this batch id or a later one means the batch is already
+in the table, and the replay's files are deleted instead of committed.
+
+The query's identity is the id Spark keeps in ``<checkpointLocation>/metadata`` (stable across
+restarts from that checkpoint, new for a new checkpoint), or option ``query_id``.
+
+Source. Offsets are table versions. A micro-batch from version ``s`` to ``e`` reads the
+fragments of version ``e`` that version ``s`` did not have; every version in between must
+only have appended (or changed no rows), else the query fails, naming the version.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from .options import Location, OptionError, int_option
+from .reader import LanceReader, Snapshot, open_dataset
+
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter
+except ImportError:  # pyspark 4.0: no Arrow stream writers (stream_writer refuses)
+    from pyspark.sql.datasource import DataSourceStreamWriter as DataSourceStreamArrowWriter
+
+from .writer import (
+    OP_SKIP,
+    JobLedger,
+    LanceCommitMessage,
+    LanceWriter,
+    WritePlan,
+    _deregister,
+    _remove_empty_local_dirs,
+    commit_operation,
+    delete_files,
+)
+
+logger = logging.getLogger("lance_metastore.spark")
+
+# Keys of the transaction properties each streamed micro-batch's commit carries.
+QUERY_ID_PROPERTY = "spark.streaming.query_id"
+BATCH_ID_PROPERTY = "spark.streaming.batch_id"
+# How many recent versions a commit reads back to recognise a replayed micro-batch.
+DEFAULT_REPLAY_LOOKBACK = 1000
+
+
+def streaming_query_id(options: Mapping[str, str]) -> str:
+    """The identity of the streaming query writing: option ``query_id``, else the id Spark
+    stored in the checkpoint's ``metadata`` file."""
+    explicit = (options.get("query_id") or "").strip()
+    if explicit:
+        return explicit
+    checkpoint = (options.get("checkpointlocation") or "").strip()
+    if not checkpoint:
+        raise OptionError(
+            "A Lance streaming sink needs option 'checkpointLocation' on writeStream (or option "
+            "'query_id', a name unique to this query) to recognise micro-batches Spark replays "
+            "after a failure"
+        )
+    try:
+        from pyarrow import fs
+
+        filesystem, path = fs.FileSystem.from_uri(_as_uri(checkpoint))
+        with filesystem.open_input_stream(path.rstrip("/") + "/metadata") as stream:
+            query_id = json.loads(stream.read().decode()).get("id")
+    except Exception as error:
+        raise OptionError(
+            f"Cannot read the streaming query's id from {checkpoint!r}/metadata ({error}); "
+            "set option 'query_id' to a name unique to this query"
+        ) from error
+    if not query_id:
+        raise OptionError(f"No query id in {checkpoint!r}/metadata; set option 'query_id'")
+    return str(query_id)
+
+
+def _as_uri(path: str) -> str:
+    return path if "://" in path else "file://" + path
+
+
+def committed_batch(dataset: Any, query_id: str, lookback: int) -> int | None:
+    """The last batch id of ``query_id`` among the table's latest ``lookback`` versions."""
+    latest = int(dataset.version)
+    for version in range(latest, max(0, latest - lookback), -1):
+        try:
+            transaction = dataset.read_transaction(version)
+        except Exception:  # a version without a readable transaction file
+            continue
+        properties = (transaction.transaction_properties or {}) if transaction else {}
+        if properties.get(QUERY_ID_PROPERTY) == query_id:
+            return int(properties.get(BATCH_ID_PROPERTY, -1))
+    return None
+
+
+class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
+    """Appends (append mode) or replaces (complete mode) the table once per micro-batch.
+
+    The plan is made when the query starts; each commit looks at the table as it is then
+    (the table may not exist before the first batch, and other writers may commit between
+    batches).
+    """
+
+    def __init__(self, plan: WritePlan, query_id: str, lookback: int, complete: bool) -> None:
+        super().__init__(plan)
+        self.query_id = query_id
+        self.lookback = lookback
+        # Complete mode: each micro-batch is the whole result and replaces the table.
+        self.complete = complete
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        import lance
+        from lance.fragment import FragmentMetadata
+
+        plan = self.plan
+        ours = [m for m in messages if isinstance(m, LanceCommitMessage)]
+        fragments = [FragmentMetadata.from_json(text) for m in ours for text in m.fragments]
+        ledger = JobLedger(plan.location, plan.job_id)
+        dataset = _latest(plan.location)
+        if dataset is not None:
+            done = committed_batch(dataset, self.query_id, self.lookback)
+            if done is not None and done >= batchId:
+                logger.info(
+                    "micro-batch %s of query %s is already in %s: not written again",
+                    batchId,
+                    self.query_id,
+                    plan.location.name,
+                )
+                delete_files(plan.location, sorted({f for m in ours for f in m.files}))
+                ledger.remove()
+                return
+        append = not self.complete and dataset is not None
+        if append and not fragments:
+            ledger.remove()
+            return  # an empty micro-batch appends nothing
+        if append:
+            operation = lance.LanceOperation.Append(fragments)
+        else:
+            operation = lance.LanceOperation.Overwrite(plan.schema, fragments)
+        properties = {QUERY_ID_PROPERTY: self.query_id, BATCH_ID_PROPERTY: str(batchId)}
+        read_version = int(dataset.version) if dataset is not None else None
+        try:
+            commit_operation(plan.location, operation, read_version, properties)
+        except BaseException:
+            if not self._committed(ours):
+                self.abort(messages, batchId)
+            raise
+        ledger.remove()
+        ledger.collect_garbage()
+        if plan.location.table_id is not None and not append and plan.columns_change:
+            self._sync_columns()
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        plan = self.plan
+        ledger = JobLedger(plan.location, plan.job_id)
+        files = {f for m in messages if isinstance(m, LanceCommitMessage) for f in m.files}
+        files.update(ledger.files())
+        delete_files(plan.location, sorted(files))
+        # Later micro-batches of this query write under the same job: no abort marker.
+        ledger.remove()
+        if plan.declared and _latest(plan.location) is None:
+            # The query declared the table and no micro-batch ever landed: undo the entry.
+            _deregister(plan.location)
+            _remove_empty_local_dirs(plan.location, ["data"])
+
+
+def stream_writer(plan: WritePlan, options: Mapping[str, str], complete: bool) -> LanceStreamWriter:
+    import pyspark.sql.datasource as datasource
+
+    if not hasattr(datasource, "DataSourceStreamArrowWriter"):
+        raise OptionError("The Lance streaming sink needs pyspark 4.1 or later")
+    if plan.operation == OP_SKIP:
+        raise OptionError("option 'save_mode' does not apply to streaming writes")
+    lookback = int_option(options, "replay_lookback", DEFAULT_REPLAY_LOOKBACK)
+    return LanceStreamWriter(plan, streaming_query_id(options), lookback or 1, complete)
+
+
+def _latest(location: Location) -> Any:
+    from .reader import _not_found
+
+    try:
+        return open_dataset(location)
+    except Exception as error:
+        if _not_found(error):
+            return None
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# Source
+# --------------------------------------------------------------------------------------------
+
+# Operations that leave every existing row where it was (a stream of appends may cross them).
+_ROW_PRESERVING = {"Append", "CreateIndex", "UpdateConfig", "Project"}
+
+
+class LanceStreamReader(DataSourceStreamReader):
+    """New rows of each version, as micro-batches; offsets are ``{"version": n}``.
+
+    A new query starts at option ``starting_version`` (its rows are not read: the stream
+    yields what later versions add), or by default at 0, so the first micro-batch is the
+    whole table as of the latest version and later ones what each new version appends.
+    """
+
+    def __init__(self, snapshot: Snapshot, schema: StructType, options: Mapping[str, str]):
+        self.snapshot = snapshot
+        self.schema = schema
+        self.batch_reader = LanceReader(snapshot, schema, options)
+        self.starting_version = int_option(options, "starting_version", None) or 0
+
+    @property
+    def name(self) -> str:
+        return self.snapshot.location.name
+
+    def initialOffset(self) -> dict:
+        return {"version": self.starting_version}
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        dataset = open_dataset(self.snapshot.location)
+        return {"version": int(dataset.version)}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        first, last = int(start["version"]), int(end["version"])
+        if last <= first:
+            return []
+        location = self.snapshot.location
+        dataset = open_dataset(location, last)
+        self._check_schema(dataset, last)
+        if first == 0:
+            return self.batch_reader.plan(dataset, None, last)
+        self._check_appends_only(dataset, first, last)
+        before = {f.fragment_id for f in open_dataset(location, first).get_fragments()}
+        added = {f.fragment_id for f in dataset.get_fragments()} - before
+        if not added:
+            return []
+        return self.batch_reader.plan(dataset, added, last)
+
+    def _check_schema(self, dataset: Any, version: int) -> None:
+        if dataset.schema.remove_metadata() != self.snapshot.schema.remove_metadata():
+            raise ValueError(
+                f"Version {version} of {self.name!r} changed the table's schema; a Lance "
+                "stream reads tables whose schema stays the same. Restart the query with a "
+                "new checkpoint to read the new schema"
+            )
+
+    def _check_appends_only(self, dataset: Any, first: int, last: int) -> None:
+        for version in range(first + 1, last + 1):
+            transaction = dataset.read_transaction(version)
+            kind = type(transaction.operation).__name__ if transaction else "unknown"
+            if kind not in _ROW_PRESERVING:
+                raise ValueError(
+                    f"Version {version} of {self.name!r} is a {kind}, which deletes or "
+                    "rewrites rows; a Lance stream reads append-only tables. Restart the "
+                    "query with option 'starting_version' set to this version or later to "
+                    "read the appends after it"
+                )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return self.batch_reader.read(partition)
