@@ -543,6 +543,7 @@ def test_hms_start_version_4(tmp_path: Path) -> None:
         assert [n["name"] for n in roots["namespaces"]] == ["hive"]
         assert cli("hms", "stop", "--data-dir", str(data_dir)).stdout.strip() == "stopped"
 
+
 # --------------------------------------------------------------------------------------------
 # What a new user meets first
 # --------------------------------------------------------------------------------------------
