@@ -154,7 +154,7 @@ def _route_priority(operation: Operation) -> tuple[int, int]:
 
 
 def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., Any]:
-    method = getattr(namespace, operation.name)
+    method = getattr(namespace, operation.method_name)
     raw_route = _raw_route_pattern(operation)
 
     async def endpoint(request: Request) -> Response:

@@ -49,6 +49,11 @@ class Operation:
     response_model: str | None
     body: Body = Body.JSON
     reply: Reply = Reply.JSON
+    serves: str = ""  # the LanceNamespace method it calls, when not ``name`` (older routes)
+
+    @property
+    def method_name(self) -> str:
+        return self.serves or self.name
 
     @cached_property
     def request(self) -> type[BaseModel]:
@@ -76,6 +81,7 @@ def _op(
     reply: Reply = Reply.JSON,
     request: str | None = None,
     response: str | None = "",
+    serves: str = "",
 ) -> Operation:
     camel = "".join(part.capitalize() for part in name.split("_"))
     return Operation(
@@ -86,6 +92,7 @@ def _op(
         response_model=f"{camel}Response" if response == "" else response,
         body=body,
         reply=reply,
+        serves=serves,
     )
 
 
@@ -115,6 +122,16 @@ OPERATIONS: tuple[Operation, ...] = (
     _op("drop_table", "POST", f"{TABLE}/drop", Body.NONE),
     _op("deregister_table", "POST", f"{TABLE}/deregister"),
     _op("declare_table", "POST", f"{TABLE}/declare"),
+    # The spec's older name for declare (same body, a subset of its reply); lance-spark 0.0.x,
+    # the newest build for Spark 3.5 that Maven Central serves, still creates tables with it.
+    _op(
+        "create_empty_table",
+        "POST",
+        f"{TABLE}/create-empty",
+        request="DeclareTableRequest",
+        response="DeclareTableResponse",
+        serves="declare_table",
+    ),
     _op("rename_table", "POST", f"{TABLE}/rename"),
     _op("restore_table", "POST", f"{TABLE}/restore"),
     _op("get_table_stats", "POST", f"{TABLE}/stats"),
