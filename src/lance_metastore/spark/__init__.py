@@ -9,17 +9,18 @@
     spark.read.format("lance").option("impl", "glue").load("sales$orders")
 
 Built on Spark 4's Python Data Source API: no JVM jars. Read docs/spark.md for options,
-save modes, SQL and limitations.
+save modes, SQL and limitations. ``sql_conf`` gives the settings for SQL through lance-spark's
+catalog over our REST server; it imports no Spark 4 module, so it also serves a Spark 3.5
+session (the data source is imported on first use).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .reader import DEFAULT_PARTITIONS
-from .source import LanceDataSource
+from .sql import sql_conf
 
-__all__ = ["FILTER_PUSHDOWN_CONF", "LanceDataSource", "register", "use_in_this_thread"]
+__all__ = ["FILTER_PUSHDOWN_CONF", "LanceDataSource", "register", "sql_conf", "use_in_this_thread"]
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -31,6 +32,8 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
     default in Spark, and a reader that pushes filters fails while it is off); with False the
     session setting is left alone and reads must set option ``pushdown=false`` if it is off.
     """
+    from .source import LanceDataSource
+
     if filter_pushdown:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     # Reads plan about one partition per core: record this session's parallelism on a
@@ -57,7 +60,17 @@ def use_in_this_thread(spark: Any) -> None:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)
 
 
+def __getattr__(name: str) -> Any:
+    if name == "LanceDataSource":  # needs pyspark 4's data source API: imported when asked
+        from .source import LanceDataSource
+
+        return LanceDataSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _parallelism(spark: Any) -> int:
+    from .reader import DEFAULT_PARTITIONS
+
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
