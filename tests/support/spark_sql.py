@@ -42,7 +42,11 @@ class SqlError(Exception):
 
 
 class SqlSession:
-    """The child process holding one Spark 3.5 session (``with SqlSession(conf, log) as s``)."""
+    """The child process holding one Spark 3.5 session (``with SqlSession(conf, log) as s``).
+
+    A statement that does not answer within ``timeout`` raises ``TimeoutError``; the child is
+    killed and the next call starts a new session with the same settings.
+    """
 
     def __init__(
         self,
@@ -51,8 +55,16 @@ class SqlSession:
         python: Path = SQL_PYTHON,
         timeout: float = STATEMENT_TIMEOUT_SECONDS,
     ):
+        self.conf = dict(conf)
         self.timeout = timeout
+        self.hangs = 0
+        self._python = python
         self._log = open(log_path, "ab")  # noqa: SIM115 - closed in close()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._start()
+
+    def _start(self) -> None:
+        python = self._python
         env = {**os.environ, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
         self._process = subprocess.Popen(
             [str(python), __file__],
@@ -62,7 +74,7 @@ class SqlSession:
             env=env,
             cwd=str(ROOT),
         )
-        self._call({"conf": dict(conf)})
+        self._call({"conf": self.conf})
 
     def sql(self, statement: str) -> list[tuple[Any, ...]]:
         """Run ``statement``; its rows as tuples (raises ``SqlError`` when it fails)."""
@@ -72,6 +84,9 @@ class SqlSession:
         return self._call({"sql": statement})["columns"]
 
     def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self._process is None:  # the last statement hung: a new session for this one
+            self._start()
+        assert self._process is not None
         assert self._process.stdin is not None and self._process.stdout is not None
         self._process.stdin.write(json.dumps(message).encode() + b"\n")
         self._process.stdin.flush()
@@ -80,6 +95,8 @@ class SqlSession:
             if not selector.select(self.timeout):
                 self._process.kill()
                 self._process.wait(30)
+                self._process = None
+                self.hangs += 1
                 raise TimeoutError(
                     f"The SQL session did not answer {message} within {self.timeout:.0f} s "
                     f"(killed; see {self._log.name})"
@@ -94,7 +111,7 @@ class SqlSession:
         return reply
 
     def close(self) -> None:
-        if self._process.poll() is None:
+        if self._process is not None and self._process.poll() is None:
             try:
                 self._call({"stop": True})
                 self._process.wait(60)
