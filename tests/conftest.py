@@ -1,6 +1,7 @@
 """Servers for the whole test session, started once, on 127.0.0.1 with OS-chosen ports.
 
 - ``glue_emulator``: moto's server (Glue, STS, S3) with our Glue emulator extensions.
+- ``stock_moto``: moto's server as shipped (no catalog API, no VersionId checks).
 - ``backend``: a harness per backend, parametrizing the behaviour suite.
 
 Set ``LANCE_METASTORE_TEST_GLUE_REAL=1`` (see tests/support/glue_emulator.py) to run the Glue
@@ -21,7 +22,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support.glue_emulator import GlueEmulator, glue_endpoint_from_env
+from support.glue_emulator import GlueEmulator, StockMotoServer, glue_endpoint_from_env
 from support.harness import GlueHarness, Harness, HiveHarness
 
 # Property-based tests run against live servers: no per-example deadline, fixtures shared by
@@ -34,7 +35,10 @@ settings.register_profile(
 )
 settings.load_profile("lance-metastore")
 
-BACKENDS = ["glue", "hive2", "hive3"]
+# Glue as deployed: "glue-stock" is moto's server as shipped, "glue-noapi" the emulator
+# signed by a principal whose IAM policy grants no catalog action. "hive_kerberos": Hive 2 on
+# a metastore that requires Kerberos (SASL/GSSAPI), with a test KDC.
+BACKENDS = ["glue", "glue-stock", "glue-noapi", "hive2", "hive3", "hive_kerberos"]
 
 # Run the Hive tests against an existing metastore instead of starting one from the pyspark
 # wheel (e.g. a real Hive 3 or 4 metastore): thrift://host:port
@@ -63,9 +67,46 @@ def glue(glue_emulator: GlueEmulator, tmp_path: Path) -> Iterator[GlueHarness]:
     yield GlueHarness(root=tmp_path / "lake", emulator=glue_emulator)
 
 
+@pytest.fixture(scope="session")
+def stock_moto() -> Iterator[StockMotoServer]:
+    with StockMotoServer() as server:
+        yield server
+
+
+def _emulated_glue_only(variant: str) -> None:
+    if glue_endpoint_from_env() is not None:
+        pytest.skip(f"{variant} needs a local endpoint; real AWS Glue is configured")
+
+
+@pytest.fixture
+def glue_stock(stock_moto: StockMotoServer, tmp_path: Path) -> GlueHarness:
+    _emulated_glue_only("glue-stock")
+    stock_moto.reset()
+    return GlueHarness(
+        root=tmp_path / "lake",
+        emulator=stock_moto,
+        label="glue-stock",
+        catalog_api=False,
+        conditional_updates=False,
+    )
+
+
+@pytest.fixture
+def glue_noapi(glue_emulator: GlueEmulator, tmp_path: Path) -> GlueHarness:
+    _emulated_glue_only("glue-noapi")
+    glue_emulator.reset()
+    return GlueHarness(
+        root=tmp_path / "lake",
+        emulator=glue_emulator,
+        principal=glue_emulator.catalog_api_denied,
+        label="glue-noapi",
+        catalog_api=False,
+    )
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> Harness:
-    harness = request.getfixturevalue(request.param)
+    harness = request.getfixturevalue(request.param.replace("-", "_"))
     harness.reset()
     return harness
 
@@ -109,3 +150,44 @@ def hive2(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
 @pytest.fixture
 def hive3(hive_metastore_uri: str, tmp_path: Path) -> HiveHarness:
     return HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=3)
+
+
+@pytest.fixture(scope="session")
+def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """An MIT KDC on loopback with realm LANCE.TEST; KRB5_CONFIG points at it for the session
+    (Spark executors and CLI subprocesses inherit it)."""
+    from support.kdc import Kdc, missing_binaries
+
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"MIT Kerberos KDC not installed ({', '.join(missing)}): scripts/setup.sh")
+    pytest.importorskip("gssapi", reason="the [kerberos] extra is not installed")
+    with Kdc(tmp_path_factory.mktemp("kdc")) as server:
+        previous = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = str(server.krb5_conf)
+        try:
+            yield server
+        finally:
+            if previous is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = previous
+
+
+@pytest.fixture(scope="session")
+def kerberized_metastore(kdc: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real HMS 2.3 that accepts only Kerberos-authenticated clients."""
+    from support.secure_hms import kerberized_metastore as start
+
+    with start(kdc, tmp_path_factory.mktemp("hms_kerberos")) as metastore:
+        yield metastore
+
+
+@pytest.fixture
+def hive_kerberos(kerberized_metastore: Any, tmp_path: Path) -> HiveHarness:
+    return HiveHarness(
+        root=tmp_path / "lake",
+        uri=kerberized_metastore.uri,
+        level=2,
+        security=kerberized_metastore.client_properties(),
+    )

@@ -93,6 +93,19 @@ def test_root_namespace(ns):
     assert code_of(ns.drop_namespace, {"id": []}) == ErrorCode.INVALID_INPUT
 
 
+def test_root_lists_no_tables(backend: Harness, ns, db):
+    # Tables live in databases; the root answers an empty page, as Lance's own namespaces do.
+    ns.declare_table({"id": [*db, "orders"]})
+    listed = ns.list_tables({"id": []})
+    assert listed.tables == [] and listed.page_token is None
+    assert ns.list_tables(ListTablesRequest(id=[], limit=1)).tables == []
+    assert ns.list_tables(DictWithModelDump(id=[], limit=10)).tables == []
+    assert code_of(ns.list_tables, {"id": [], "page_token": "%%"}) == ErrorCode.INVALID_INPUT
+    assert code_of(ns.list_tables, {"id": [], "limit": -1}) == ErrorCode.INVALID_INPUT
+    assert code_of(ns.list_tables, {"id": 42}) == ErrorCode.INVALID_INPUT
+    assert code_of(ns.list_tables, {"id": ["", ""]}) == ErrorCode.INVALID_INPUT
+
+
 def test_missing_namespace_codes(backend: Harness, ns):
     missing = backend.db("nowhere")
     assert code_of(ns.describe_namespace, {"id": missing}) == ErrorCode.NAMESPACE_NOT_FOUND
@@ -353,6 +366,15 @@ def test_pylance_create_append_overwrite(backend: Harness, ns, db):
     assert read.count_rows() == 3
     assert read.to_table().sort_by("id").equals(DATA)
     assert ns.list_tables({"id": db}).tables == ["events"]
+
+
+def test_lancedb_lists_the_root_of_a_fresh_connection(backend: Harness):
+    import lancedb
+
+    conn = lancedb.connect_namespace(*backend.client_target())
+    assert conn.list_tables().tables == []
+    with pytest.warns(DeprecationWarning):  # lancedb's older name, still in wide use
+        assert list(conn.table_names()) == []
 
 
 def test_lancedb_connect_namespace(backend: Harness, db):

@@ -1156,3 +1156,221 @@ def test_database_in_a_missing_catalog_is_namespace_not_found(ns):
     assert code_of(ns.list_namespaces, {"id": ["nocat"]}) == ErrorCode.NAMESPACE_NOT_FOUND
     assert code_of(ns.declare_table, {"id": ["nocat", "db", "t"]}) == 1
     assert ns.list_namespaces({"id": []}).namespaces == []
+
+
+# ---------------------------------------------------------------------------------------------
+# 9. Glue as deployed: endpoints and principals without the catalog API
+# ---------------------------------------------------------------------------------------------
+
+CATALOG_TARGETS = {"AWSGlue.GetCatalog", "AWSGlue.GetCatalogs", "AWSGlue.CreateCatalog"}
+CATALOG_TARGETS |= {"AWSGlue.UpdateCatalog", "AWSGlue.DeleteCatalog"}
+
+
+@pytest.fixture(params=["glue-stock", "glue-noapi"])
+def root_only(request: pytest.FixtureRequest) -> GlueHarness:
+    """moto's server as shipped, or the emulator signed by a principal without catalog rights."""
+    return request.getfixturevalue(request.param.replace("-", "_"))
+
+
+def _catalog_calls(recording: Recording) -> list[str]:
+    return [r["target"] for r in recording.glue() if r["target"] in CATALOG_TARGETS]
+
+
+@pytest.fixture
+def recorded(root_only: GlueHarness, tmp_path: Path) -> Iterator[Recording]:
+    """Every request the server saw (moto's recorder serves both servers of this process)."""
+    from moto.moto_api import recorder
+
+    previous = recorder._location
+    recorder._location = str(tmp_path / "requests.jsonl")
+    moto_api(root_only.emulator, "recorder/reset-recording")
+    moto_api(root_only.emulator, "recorder/start-recording")
+    try:
+        yield Recording(tmp_path / "requests.jsonl")
+    finally:
+        moto_api(root_only.emulator, "recorder/stop-recording")
+        recorder._location = previous
+
+
+def _absence_logs(caplog) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name == "lance_metastore.glue" and "serving the root catalog alone" in r.getMessage()
+    ]
+
+
+def test_two_level_work_needs_one_unretried_probe(root_only: GlueHarness, recorded, caplog):
+    caplog.set_level(logging.INFO, logger="lance_metastore.glue")
+    ns = root_only.connect(max_retries="5")  # the default: the probe must not use them
+    ns.create_namespace({"id": ["sales"], "properties": {"owner": "data"}})
+    ns.create_namespace({"id": ["sales"], "mode": "exist_ok"})
+    assert ns.describe_namespace({"id": ["sales"]}).properties["owner"] == "data"
+    assert ns.list_namespaces({"id": []}).namespaces == ["sales"]
+    assert code_of(ns.describe_namespace, {"id": ["nowhere"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns.list_tables, {"id": ["nowhere"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    lance.write_dataset(DATA, namespace_client=ns, table_id=["sales", "orders"])
+    lance.write_dataset(DATA, namespace_client=ns, table_id=["sales", "orders"], mode="append")
+    assert lance.dataset(namespace_client=ns, table_id=["sales", "orders"]).count_rows() == 6
+    assert ns.list_tables({"id": ["sales"]}).tables == ["orders"]
+    assert ns.list_tables({"id": []}).tables == []
+    ns.drop_table({"id": ["sales", "orders"]})
+    ns.drop_namespace({"id": ["sales"]})
+    ns.drop_namespace({"id": ["sales"], "mode": "skip"})
+
+    assert _catalog_calls(recorded) == ["AWSGlue.GetCatalogs"]  # the probe, sent once
+    (logged,) = _absence_logs(caplog)
+    assert logged.levelno == logging.INFO
+    expected = "may not use" if root_only.principal else "does not implement"
+    assert expected in logged.getMessage()
+
+
+def test_managed_commits_without_the_catalog_api(root_only: GlueHarness, recorded):
+    ns = root_only.connect(managed_by="impl")
+    ns.create_namespace({"id": ["db"]})
+    for mode in ("create", "append", "append"):
+        lance.write_dataset(DATA, namespace_client=ns, table_id=["db", "events"], mode=mode)
+    assert ns.describe_table({"id": ["db", "events"]}).properties["version"] == "3"
+    versions = ns.list_table_versions({"id": ["db", "events"]}).versions
+    assert [v.version for v in versions] == [1, 2, 3]
+    assert lance.dataset(namespace_client=ns, table_id=["db", "events"]).count_rows() == 9
+    assert _catalog_calls(recorded) == ["AWSGlue.GetCatalogs"]  # the new database's check
+
+
+def test_lancedb_without_the_catalog_api(root_only: GlueHarness, recorded):
+    conn = lancedb.connect_namespace("lance_metastore.GlueNamespace", root_only.properties())
+    assert conn.list_tables().tables == []
+    conn.create_namespace(["db"])
+    conn.create_table("scores", DATA, namespace_path=["db"])
+    assert conn.list_namespaces().namespaces == ["db"]
+    assert conn.open_table("scores", namespace_path=["db"]).count_rows() == 3
+    assert conn.list_tables(namespace_path=["db"]).tables == ["scores"]
+    assert len(_catalog_calls(recorded)) <= 1
+
+
+def test_catalog_ids_answer_saying_why(root_only: GlueHarness):
+    ns = root_only.connect()
+    ns.create_namespace({"id": ["db"]})
+    ns.declare_table({"id": ["db", "t"]})
+    why = "may not use Glue's catalog API" if root_only.principal else "does not implement"
+    for call, request in [
+        (ns.create_namespace, {"id": ["cat", "db"]}),
+        (ns.describe_namespace, {"id": ["cat", "db"]}),
+        (ns.namespace_exists, {"id": "cat$db"}),
+        (ns.list_namespaces, {"id": ["cat", "db"]}),
+        (ns.list_tables, {"id": ["cat", "db"]}),
+        (ns.drop_namespace, {"id": ["cat", "db"], "mode": "skip"}),
+        (ns.declare_table, {"id": ["cat", "db", "t"]}),
+        (ns.describe_table, {"id": ["cat", "db", "t"]}),
+        (ns.table_exists, {"id": "cat$db$t"}),
+        (ns.drop_table, {"id": ["cat", "db", "t"]}),
+    ]:
+        error = error_of(call, request)
+        assert error.code == ErrorCode.INVALID_INPUT, (call.__name__, error)
+        assert why in str(error) and "'cat$db" in str(error), str(error)
+        assert "root catalog alone" in str(error)
+
+    refused = error_of(ns.create_namespace, {"id": ["cat"], "properties": {"glue.kind": "catalog"}})
+    assert refused.code == ErrorCode.UNSUPPORTED and why in str(refused)
+    # A one-level id that is no database is missing, not a catalog looked up in vain.
+    assert code_of(ns.describe_namespace, {"id": ["cat"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert code_of(ns.list_namespaces, {"id": ["cat"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert ns.list_namespaces({"id": ["db"]}).namespaces == []
+    assert ns.list_namespaces({"id": []}).namespaces == ["db"]
+    assert ns.list_tables({"id": ["db"]}).tables == ["t"]
+
+
+def test_probe_is_shared_by_threads(root_only: GlueHarness, recorded, caplog):
+    caplog.set_level(logging.INFO, logger="lance_metastore.glue")
+    ns = root_only.connect()
+    barrier = threading.Barrier(8)
+    codes: list[ErrorCode] = []
+
+    def first_call() -> None:
+        barrier.wait()
+        codes.append(code_of(ns.describe_namespace, {"id": ["missing"]}))
+
+    threads = [threading.Thread(target=first_call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert codes == [ErrorCode.NAMESPACE_NOT_FOUND] * 8
+    assert _catalog_calls(recorded) == ["AWSGlue.GetCatalogs"]
+    assert len(_absence_logs(caplog)) == 1
+    # A copy (a Spark task, say) probes once for itself.
+    clone = pickle.loads(pickle.dumps(ns))
+    assert code_of(clone.describe_namespace, {"id": ["a", "b"]}) == ErrorCode.INVALID_INPUT
+    assert _catalog_calls(recorded) == ["AWSGlue.GetCatalogs"] * 2
+
+
+@emulator_only
+def test_full_principal_keeps_the_hierarchy_on_the_same_endpoint(glue: GlueHarness, glue_noapi):
+    full, limited = glue.connect(), glue_noapi.connect()
+    full.create_namespace({"id": ["cat"], "properties": {"glue.kind": "catalog"}})
+    full.create_namespace({"id": ["cat", "db"]})
+    full.create_namespace({"id": ["db"]})
+    assert full.list_namespaces({"id": []}).namespaces == ["cat", "db"]
+    assert limited.list_namespaces({"id": []}).namespaces == ["db"]
+    assert code_of(limited.describe_namespace, {"id": ["cat"]}) == ErrorCode.NAMESPACE_NOT_FOUND
+    assert full.catalog_api().available and not limited.catalog_api().available
+
+
+# How Glue-compatible endpoints answer an operation they lack, and what the probe concludes.
+PROBE_ANSWERS = [
+    ("UnknownOperationException", 400, "", False),  # AWS's JSON protocol
+    ("InternalFailure", 501, "API action 'GetCatalogs' not yet implemented", False),  # LocalStack
+    ("InternalFailure", 500, "The get_catalogs action has not been implemented", False),
+    ("AccessDeniedException", 400, "not authorized to perform: glue:GetCatalogs", False),
+    ("ThrottlingException", 400, "Rate exceeded", True),  # retried: decides nothing
+    ("InternalServiceException", 500, "Internal error", True),  # likewise
+]
+
+
+@emulator_only
+@pytest.mark.parametrize(("code", "status", "message", "available"), PROBE_ANSWERS)
+def test_probe_reads_the_first_answer(glue: GlueHarness, code, status, message, available):
+    ns = glue.connect(max_retries="5")
+    glue.emulator.inject_fault("GetCatalogs", code, status, times=1, message=message or "x")
+    assert ns.catalog_api().available is available
+    expected = ["db"] if not available else ["cat", "db"]
+    glue.emulator.clear_faults()
+    glue.connect().create_namespace({"id": ["cat"], "properties": {"glue.kind": "catalog"}})
+    ns.create_namespace({"id": ["db"]})
+    assert ns.list_namespaces({"id": []}).namespaces == expected
+
+
+@emulator_only
+def test_an_outage_during_the_probe_decides_nothing(glue: GlueHarness):
+    ns = glue.connect()  # max_retries=2: three attempts after the single-try probe
+    glue.emulator.inject_fault("GetCatalogs", "ServiceUnavailableException", 503, times=4)
+    error = error_of(ns.list_namespaces, {"id": []})
+    assert error.code == ErrorCode.SERVICE_UNAVAILABLE
+    ns.create_namespace({"id": ["cat"], "properties": {"glue.kind": "catalog"}})  # probed again
+    assert ns.catalog_api().available
+    assert ns.list_namespaces({"id": []}).namespaces == ["cat"]
+
+
+def _answer(code: str, status: int, message: str = "") -> ClientError:
+    """An error as botocore builds it from an endpoint's reply."""
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        },
+        "GetCatalogs",
+    )
+
+
+def test_a_bare_500_means_no_catalog_api_only_from_a_custom_endpoint():
+    from lance_metastore.glue import _catalog_api_refusal
+
+    bare = _answer("500", 500, "<!doctype html><title>500 Internal Server Error</title>")
+    assert "does not implement" in _catalog_api_refusal(bare, "http://127.0.0.1:1")
+    assert "HTTP 500" in _catalog_api_refusal(bare, "http://127.0.0.1:1")
+    assert _catalog_api_refusal(bare, None) is None  # AWS always sends an error document
+    outage = _answer("InternalServiceException", 500, "Internal service error")
+    assert _catalog_api_refusal(outage, "http://127.0.0.1:1") is None
+    assert _catalog_api_refusal(_answer("ThrottlingException", 400), None) is None
+    assert "may not use" in _catalog_api_refusal(_answer("AccessDeniedException", 400), None)
+    assert _catalog_api_refusal(_answer("UnknownOperationException", 400), None)

@@ -668,6 +668,62 @@ def test_sts_still_works(target: GlueTarget) -> None:
     assert assumed.client("glue").get_databases()["DatabaseList"] == []
 
 
+# --- Glue as deployed: a principal without catalog rights, moto as shipped -------------------
+
+
+def test_catalog_api_denied_principal(emulator: GlueEmulator, glue_api: Any) -> None:
+    """A policy granting database and table actions only: catalog calls answer as AWS does."""
+    denied = emulator.catalog_api_denied.client("glue", **NO_RETRIES)
+    account = emulator.account_id
+    glue_api.create_catalog(Name="sales", CatalogInput={})
+    calls = {
+        "GetCatalogs": lambda: denied.get_catalogs(),
+        "GetCatalog": lambda: denied.get_catalog(CatalogId=f"{account}:sales"),
+        "CreateCatalog": lambda: denied.create_catalog(Name="other", CatalogInput={}),
+        "UpdateCatalog": lambda: denied.update_catalog(
+            CatalogId=f"{account}:sales", CatalogInput={"Description": "d"}
+        ),
+        "DeleteCatalog": lambda: denied.delete_catalog(CatalogId=f"{account}:sales"),
+    }
+    for action, call in calls.items():
+        with pytest.raises(ClientError) as caught:
+            call()
+        response = caught.value.response
+        assert response["Error"]["Code"] == "AccessDeniedException"
+        assert response["ResponseMetadata"]["HTTPStatusCode"] == 400
+        assert f"not authorized to perform: glue:{action}" in response["Error"]["Message"]
+    assert emulator.catalog_calls_refused == len(calls)
+    # Nothing was changed by the refused calls; the full principal still sees the hierarchy.
+    assert catalog_names(glue_api.get_catalogs()) == ["sales"]
+    assert "Description" not in glue_api.get_catalog(CatalogId=f"{account}:sales")["Catalog"]
+
+    # Databases and tables are allowed, on the state the full principal sees.
+    denied.create_database(DatabaseInput={"Name": "DB"})
+    make_table(denied, "db", "t")
+    assert database_names(glue_api) == ["db"]
+    assert denied.get_table(DatabaseName="db", Name="t")["Table"]["Name"] == "t"
+    assert database_names(glue_api, CatalogId=f"{account}:sales") == []
+    emulator.reset()
+    assert emulator.catalog_calls_refused == 0
+
+
+def test_stock_moto_server_is_moto_as_shipped(stock_moto: Any) -> None:
+    """What the glue-stock backend stands for: no catalog API, no VersionId check, names kept."""
+    stock_moto.reset()
+    glue = stock_moto.client("glue", **NO_RETRIES)
+    for call in (glue.get_catalogs, lambda: glue.get_catalog(CatalogId="123456789012:x")):
+        assert error_of(call) == ("500", 500)  # moto's bare "not implemented" page
+    glue.create_database(DatabaseInput={"Name": "MyDB"})
+    assert database_names(glue) == ["MyDB"]
+    make_table(glue, "MyDB", "t")
+    version = glue.get_table(DatabaseName="MyDB", Name="t")["Table"]["VersionId"]
+    table_input = {"Name": "t", "Parameters": {"v": "1"}}
+    glue.update_table(DatabaseName="MyDB", TableInput=table_input, VersionId=version)
+    glue.update_table(DatabaseName="MyDB", TableInput=table_input, VersionId=version)  # stale
+    stock_moto.reset()
+    assert database_names(glue) == []
+
+
 # --- opt-in real service -----------------------------------------------------------------------
 
 

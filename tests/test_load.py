@@ -436,7 +436,7 @@ def test_sixteen_threads_share_one_namespace(backend: Harness):
         now = counted()
         after_round.append(now)
         report.append(
-            f"{backend.name} round {round_}: {operations} operations in {elapsed:.1f} s, "
+            f"{backend.label} round {round_}: {operations} operations in {elapsed:.1f} s, "
             f"max {sample.kernel} connections so far (pool said {sample.pool}, "
             f"{sample.samples} samples), {now} after"
         )
@@ -450,7 +450,7 @@ def test_sixteen_threads_share_one_namespace(backend: Harness):
 
     began = time.monotonic()
     load.verify()
-    report.append(f"{backend.name} end state verified in {time.monotonic() - began:.1f} s")
+    report.append(f"{backend.label} end state verified in {time.monotonic() - began:.1f} s")
     ops = collections.Counter()
     for ledger in load.ledgers:
         ops.update(ledger.ops)

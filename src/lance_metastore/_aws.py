@@ -128,7 +128,9 @@ def _default_session_name() -> str:
     return f"{DEFAULT_SESSION_NAME}-{host}-{os.getpid()}"[:64]
 
 
-def _session(settings: Settings) -> boto3.Session:
+def glue_session(settings: Settings) -> boto3.Session:
+    """The session that signs Glue calls; clients built from one share its credentials (an
+    assumed role is assumed once per session, not once per client)."""
     if not settings["assume_role_arn"]:
         return _source_session(settings)
     core = botocore.session.get_session()
@@ -136,13 +138,20 @@ def _session(settings: Settings) -> boto3.Session:
     return boto3.Session(botocore_session=core, region_name=settings["region"])
 
 
-def glue_client(settings: Settings) -> Any:
-    kwargs: dict[str, Any] = {"config": _client_config(settings)}
+def glue_client(
+    settings: Settings, session: boto3.Session | None = None, attempts: int | None = None
+) -> Any:
+    """A Glue client; ``attempts`` overrides ``max_retries`` (1: a single try, for probes
+    whose first answer decides)."""
+    config = _client_config(settings)
+    if attempts is not None:
+        config = config.merge(Config(retries={"total_max_attempts": attempts, "mode": "standard"}))
+    kwargs: dict[str, Any] = {"config": config}
     if settings["region"]:
         kwargs["region_name"] = settings["region"]
     if settings["endpoint"]:
         kwargs["endpoint_url"] = settings["endpoint"]
-    return _session(settings).client("glue", **kwargs)
+    return (session or glue_session(settings)).client("glue", **kwargs)
 
 
 def caller_account(settings: Settings) -> str:
@@ -153,7 +162,7 @@ def caller_account(settings: Settings) -> str:
         return match.group(1)  # the role's own account: no second AssumeRole needed
     sts = _sts_client(settings) if not settings["assume_role_arn"] else None
     if sts is None:
-        session = _session(settings)
+        session = glue_session(settings)
         kwargs: dict[str, Any] = {"config": _client_config(settings)}
         region = settings["assume_role_region"] or settings["region"]
         if region:

@@ -2,7 +2,8 @@
 
 Connections are opened on demand up to ``size``, reused across calls and threads, and thrown
 away when a call breaks them. ``uris`` is a fail-over list: a new connection tries the server
-that last worked first, then the others in order.
+that last worked first, then the others in order. Every connection, first or replacement,
+authenticates the same way (:mod:`._hms_transport`: plain, TLS or Kerberos).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from pymetastore.hive_metastore import ThriftHiveMetastore
 from thrift.protocol import TBinaryProtocol
 from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TException
-from thrift.transport import TSocket, TTransport
+from thrift.transport import TTransport
+
+from ._hms_transport import (
+    PLAIN,
+    AuthenticationFailed,
+    KerberosUnavailable,
+    Security,
+    open_transport,
+)
 
 logger = logging.getLogger("lance_metastore.hive")
 
@@ -59,14 +68,13 @@ def parse_uris(value: str) -> list[Server]:
 class Connection:
     """One open Thrift connection and its generated client."""
 
-    def __init__(self, server: Server, timeout_sec: float) -> None:
+    def __init__(self, server: Server, timeout_sec: float, security: Security = PLAIN) -> None:
         self.server = server
-        self._socket = sock = TSocket.TSocket(server.host, server.port)
-        sock.setTimeout(timeout_sec * 1000)
-        self.transport = TTransport.TBufferedTransport(sock)
+        self.transport, self._socket = open_transport(
+            server.host, server.port, timeout_sec, security
+        )
         protocol = TBinaryProtocol.TBinaryProtocol(self.transport)
         self.client = ThriftHiveMetastore.Client(protocol)
-        self.transport.open()
 
     def is_stale(self) -> bool:
         """Whether this idle connection is closed, here or by the server (e.g. a restart).
@@ -107,9 +115,12 @@ class _Borrowed:
 class ConnectionPool:
     """At most ``size`` connections, shared by every thread of one namespace object."""
 
-    def __init__(self, servers: list[Server], size: int, timeout_sec: float) -> None:
+    def __init__(
+        self, servers: list[Server], size: int, timeout_sec: float, security: Security = PLAIN
+    ) -> None:
         self._servers = servers
         self._timeout = timeout_sec
+        self._security = security
         self._idle: queue.LifoQueue[Connection] = queue.LifoQueue()
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
@@ -124,14 +135,21 @@ class ConnectionPool:
 
     def _connect(self) -> Connection:
         errors = []
+        refusals: list[AuthenticationFailed | KerberosUnavailable] = []
         count = len(self._servers)
         for offset in range(count):
             index = (self._preferred + offset) % count
             server = self._servers[index]
             try:
-                connection = Connection(server, self._timeout)
+                connection = Connection(server, self._timeout, self._security)
             except (TTransport.TTransportException, OSError) as error:
                 errors.append(f"{server}: {error}")
+                continue
+            except (AuthenticationFailed, KerberosUnavailable) as error:
+                # Another server may have the right key or certificate: fail over, but
+                # report the refusal, never retried, if no server lets us in.
+                refusals.append(error)
+                errors.append(str(error))
                 continue
             if index != self._preferred:
                 logger.warning("metastore fail-over to %s", server)
@@ -139,6 +157,13 @@ class ConnectionPool:
             with self._lock:
                 self._open += 1
             return connection
+        if refusals:
+            kind = (
+                AuthenticationFailed
+                if any(isinstance(e, AuthenticationFailed) for e in refusals)
+                else KerberosUnavailable
+            )
+            raise kind("; ".join(errors))
         raise TTransport.TTransportException(
             TTransport.TTransportException.NOT_OPEN,
             "no metastore reachable: " + "; ".join(errors),

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
@@ -53,7 +53,6 @@ from lance_namespace import (
     TableExistsRequest,
 )
 from lance_namespace.errors import (
-    ConcurrentModificationError,
     InvalidInputError,
     LanceNamespaceError,
     NamespaceAlreadyExistsError,
@@ -66,11 +65,28 @@ from lance_namespace.errors import (
 )
 
 from . import tables, versions
+from .batches import BatchCommitOps
 from .config import MANAGED_BY, ROOT, Property, Settings, parse_properties
+from .data import TableDataOps
+from .datasets import TableDatasets
 from .errors import register_secrets, scrub, translate_errors
 from .identifiers import Path, describe, split_identifier
+from .indexes import TableIndexOps
+from .lifecycle import TableLifecycleOps
 from .paging import Pager
-from .requests import coerce_request
+from .refs import TableRefOps
+from .requests import (
+    CASCADE,
+    CREATE,
+    EXIST_OK,
+    FAIL,
+    OVERWRITE,
+    RESTRICT,
+    SKIP,
+    coerce_request,
+)
+from .requests import request_id as _raw_id
+from .requests import request_mode as _mode
 from .schema import CatalogColumn, catalog_columns
 from .tables import TableEntry
 
@@ -79,27 +95,22 @@ logger = logging.getLogger("lance_metastore")
 # A declared table on an object store is probed for data at most this often.
 PROBE_INTERVAL_SECONDS = 30.0
 
-# Modes, as the spec spells them; matched case-insensitively, "_" optional.
-CREATE, EXIST_OK, OVERWRITE = "create", "exist_ok", "overwrite"
-FAIL, SKIP = "fail", "skip"
-RESTRICT, CASCADE = "restrict", "cascade"
 
+class CatalogNamespace(
+    TableLifecycleOps,
+    TableRefOps,
+    TableDataOps,
+    TableIndexOps,
+    BatchCommitOps,
+    TableDatasets,
+    LanceNamespace,
+):
+    """Shared flow of every operation; subclasses implement the ``_catalog_*`` primitives.
 
-def _mode(value: str | None, default: str, allowed: Sequence[str], what: str) -> str:
-    if value is None or value == "":
-        return default
-    normalized = value.strip().lower().replace("-", "_")
-    if normalized == "existok":
-        normalized = EXIST_OK
-    if normalized not in allowed:
-        raise InvalidInputError(
-            f"Invalid {what} {value!r}: expected one of {', '.join(m.upper() for m in allowed)}"
-        )
-    return normalized
-
-
-class CatalogNamespace(LanceNamespace):
-    """Shared flow of every operation; subclasses implement the ``_catalog_*`` primitives."""
+    The namespace and catalog-managed version operations are written here; the table
+    operations that run Lance on a table's dataset are in the mixins, one module by subject
+    (``lifecycle``, ``refs``, ``data``, ``indexes``, ``batches``), over the same primitives.
+    """
 
     PROPERTIES: ClassVar[tuple[Property, ...]] = (ROOT, MANAGED_BY)
     # Whether DropNamespace may cascade (Glue: no, by its spec; Hive: yes).
@@ -241,6 +252,24 @@ class CatalogNamespace(LanceNamespace):
         Location and columns stay. Atomic against concurrent writers; a lost race raises
         ConcurrentModificationError. This is what makes the catalog the commit arbiter.
         """
+
+    def _catalog_set_columns(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        """Replace only the columns of the table read as ``entry``; its parameters stay as the
+        catalog holds them. A concurrent change raises ConcurrentModificationError (retried by
+        the caller), so a managed commit is never undone."""
+        self._catalog_update_table(path, entry, columns)
+
+    def _catalog_rename_table(
+        self, path: Path, entry: TableEntry, new_path: Path, new_name: str
+    ) -> None:
+        """Give the table read as ``entry`` a new name (and namespace); location and data stay.
+
+        TableAlreadyExistsError if the new name is taken. Whatever fails, the table is left
+        with exactly one entry: the old one, or the new one.
+        """
+        raise UnsupportedOperationError(f"{type(self).__name__} cannot rename tables")
 
     @abstractmethod
     def _catalog_delete_table(self, path: Path, name: str) -> None:
@@ -469,7 +498,11 @@ class CatalogNamespace(LanceNamespace):
             req = coerce_request(request, ListTablesRequest)
             path = self._namespace_path(req.id)
             if not path:
-                raise InvalidInputError("The root namespace holds no tables; name a namespace")
+                # Tables live in databases, never at the root: an empty listing, as Lance's
+                # DirectoryNamespace and lancedb's table_names() on a fresh connection expect.
+                # Paged like any listing, so a malformed token or limit still answers 13.
+                names, token = self._pager.page(("tables", path), list, req.page_token, req.limit)
+                return ListTablesResponse(tables=names, page_token=token)
             include_declared = req.include_declared is not False
 
             def fetch() -> list[str]:
@@ -691,16 +724,7 @@ class CatalogNamespace(LanceNamespace):
                 raise InvalidInputError("A commit needs a version >= 1 and a manifest_path")
             entry = self._require_managed_table(path, name)
             latest = versions.current_version(entry.parameters)
-            if req.version <= latest:
-                raise ConcurrentModificationError(
-                    f"Version {req.version} of table {describe((*path, name))} is already "
-                    f"committed (latest is {latest})"
-                )
-            if req.version != latest + 1:
-                raise InvalidInputError(
-                    f"Version {req.version} of table {describe((*path, name))} would leave a "
-                    f"gap: the latest committed version is {latest}"
-                )
+            versions.check_next(f"table {describe((*path, name))}", latest, req.version)
             commit = versions.Commit(
                 req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
             )
@@ -798,14 +822,6 @@ class CatalogNamespace(LanceNamespace):
             parameters[versions.DELETED_KEY] = deleted
             self._catalog_compare_and_set(path, entry, parameters)
             return BatchDeleteTableVersionsResponse(deleted_count=count)
-
-
-def _raw_id(request: Any) -> Any:
-    if request is None:
-        return None
-    if isinstance(request, dict):
-        return request.get("id")
-    return getattr(request, "id", None)
 
 
 def _target(raw_id: Any) -> str:

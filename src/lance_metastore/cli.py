@@ -1380,13 +1380,6 @@ def serve_command(
         except ValueError as error:
             raise ConfigError(str(error)) from None
         namespace = state.namespace()
-        audit = logging.getLogger("lance_metastore.rest.audit")
-        if not audit.handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("%(message)s"))
-            audit.addHandler(handler)
-            audit.setLevel(logging.INFO)
-            audit.propagate = False
 
         def announce(url: str) -> None:
             sys.stdout.write(url + "\n")
@@ -1402,6 +1395,7 @@ def serve_command(
                 tls_key=str(tls_key) if tls_key else None,
                 max_body_bytes=max_body_mb * 1024 * 1024,
                 on_ready=announce,
+                audit_stream=sys.stderr,
             )
         except OSError as error:
             raise CliFailure(f"cannot serve on {host}:{port}: {error}") from None

@@ -9,15 +9,25 @@ namespace id whose last part names both a database and a catalog resolves to the
 CreateNamespace makes a database unless its properties say ``glue.kind=catalog``. AWS's
 CreateCatalog has no parent parameter, so only children of the account's root catalog can be
 created; deeper catalogs (made by federation, e.g. S3 Tables) are traversed, never created.
+
+The catalog API (GetCatalog(s), CreateCatalog, ...) is called only where an id needs it: more
+than one namespace level, a one-level id that is not a database, the root's child catalogs in
+a listing, and the check that a new database does not shadow a catalog. Compatible endpoints
+(moto's server, LocalStack) lack that API, and many IAM policies grant database and table
+actions only; the first need of the API probes it once per namespace object. Without it the
+namespace serves the root catalog alone: databases and their tables, as the 2-level layout
+always did, and multi-level ids answer 13 saying why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lance_namespace.errors import (
@@ -136,12 +146,61 @@ _UNAVAILABLE = {
     "FederationSourceRetryableException",
 }
 _INVALID = {"InvalidInputException", "ValidationException", "ValidationError"}
+# How endpoints say they lack an operation: AWS's JSON protocol, query-style services, Java
+# SDK-based servers; LocalStack answers 501 "not yet implemented"; moto's server a bare 500
+# whose HTML body names nothing (botocore then reports the status as the code).
+_UNKNOWN_OPERATION = {
+    "UnknownOperationException",
+    "UnknownOperation",
+    "InvalidAction",
+    "NotImplemented",
+    "NotImplementedException",
+    "UnsupportedOperation",
+    "UnsupportedOperationException",
+}
+_NOT_IMPLEMENTED_TEXT = re.compile(
+    r"not (?:yet |been )?(?:implemented|emulated)|unknown operation|get_?catalogs?\b", re.IGNORECASE
+)
 
 
 def _error_code(error: BaseException) -> str | None:
     response = getattr(error, "response", None)
     if isinstance(response, dict):
         return response.get("Error", {}).get("Code")
+    return None
+
+
+@dataclass(frozen=True)
+class CatalogApi:
+    """Whether this namespace may use Glue's catalog API, and if not, why (for messages)."""
+
+    available: bool
+    reason: str = ""
+
+
+def _catalog_api_refusal(error: BaseException, endpoint: str | None) -> str | None:
+    """Why an error answering GetCatalogs shows the catalog API unusable here, or None when
+    it shows nothing of the kind (throttling, an outage, ...: the probe is repeated later)."""
+    code = _error_code(error)
+    if code is None:
+        return None
+    response: dict[str, Any] = error.response  # type: ignore[attr-defined]
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    message = str(response.get("Error", {}).get("Message") or "")
+    answer = f"HTTP {status}" if code == str(status) else code
+    if code in _PERMISSION:
+        return f"the caller may not use Glue's catalog API (GetCatalogs answered {answer})"
+    where = f"the Glue endpoint {endpoint}" if endpoint else "the Glue endpoint"
+    lacks = (
+        code in _UNKNOWN_OPERATION
+        or status == 501
+        or (status == 500 and _NOT_IMPLEMENTED_TEXT.search(message) is not None)
+        # A bare 500 that is no AWS error document, from a compatible server: AWS itself
+        # always answers with one, so only a custom endpoint is read this way.
+        or (status == 500 and code == "500" and endpoint is not None)
+    )
+    if lacks:
+        return f"{where} does not implement Glue's catalog API (GetCatalogs answered {answer})"
     return None
 
 
@@ -203,8 +262,11 @@ class GlueNamespace(CatalogNamespace):
         self._lookups = threading.local()
         # parent path -> (valid until, names of its child catalogs)
         self._catalog_names: dict[Path, tuple[float, frozenset[str]]] = {}
+        self._session: Any = None
         self._glue: Any = None
         self._account_id: str | None = None
+        self._probe_lock = threading.Lock()
+        self._catalog_api_state: CatalogApi | None = None
 
     def namespace_id(self) -> str:
         s = self._settings
@@ -240,9 +302,86 @@ class GlueNamespace(CatalogNamespace):
                 if self._glue is None:
                     from ._aws import glue_client
 
-                    self._glue = glue_client(self._settings)
+                    self._glue = glue_client(self._settings, self._aws_session())
                 client = self._glue
         return client
+
+    def _aws_session(self) -> Any:
+        """The boto3 session every client of this namespace is built from (call under
+        ``_client_lock``): an assumed role is assumed once."""
+        if self._session is None:
+            from ._aws import glue_session
+
+            self._session = glue_session(self._settings)
+        return self._session
+
+    # ----------------------------------------------------------------------------------------
+    # The catalog API: probed once, on first need
+    # ----------------------------------------------------------------------------------------
+
+    def catalog_api(self) -> CatalogApi:
+        """Whether Glue's catalog API is usable here, probed once per namespace object.
+
+        The probe is one GetCatalogs call on a client that does not retry, so an endpoint
+        that lacks the operation (moto's server answers 500) is recognised from its first
+        answer instead of after every retry. An answer that says nothing about the API
+        (throttling, an outage) is asked again with retries, and decides nothing if it
+        persists: the operation fails with 21 or 17 and the next one probes again.
+        """
+        known = self._catalog_api_state
+        if known is not None:
+            return known
+        with self._probe_lock:
+            if self._catalog_api_state is None:
+                try:
+                    self._catalog_api_state = self._probe_catalog_api()
+                except LanceNamespaceError:
+                    raise
+                except Exception as error:
+                    context = "probe Glue's catalog API"
+                    raise self._translate_error(error, context) or InternalError(
+                        f"Unexpected error trying to {context}: {type(error).__name__}: {error}"
+                    ) from None
+            return self._catalog_api_state
+
+    def _probe_catalog_api(self) -> CatalogApi:
+        from ._aws import glue_client
+
+        kwargs: dict[str, Any] = {"MaxResults": 1}
+        if self._settings["catalog_id"]:
+            kwargs["ParentCatalogId"] = self._settings["catalog_id"]
+        endpoint = self._settings["endpoint"]
+        with self._client_lock:
+            single_try = glue_client(self._settings, self._aws_session(), attempts=1)
+        try:
+            try:
+                single_try.get_catalogs(**kwargs)
+            except Exception as error:
+                if _catalog_api_refusal(error, endpoint) is not None:
+                    raise
+                if _error_code(error) != "EntityNotFoundException":
+                    self.glue.get_catalogs(**kwargs)  # botocore's retries decide
+        except Exception as error:
+            reason = _catalog_api_refusal(error, endpoint)
+            if reason is None:
+                if _error_code(error) == "EntityNotFoundException":
+                    return CatalogApi(True)  # the API answered: catalog_id names no catalog
+                raise
+            logger.info("%s: serving the root catalog alone (its databases and tables)", reason)
+            return CatalogApi(False, reason)
+        finally:
+            single_try.close()
+        return CatalogApi(True)
+
+    def _has_catalog_api(self) -> bool:
+        return self.catalog_api().available
+
+    def _root_catalog_only(self, parts: Path, what: str) -> InvalidInputError:
+        return InvalidInputError(
+            f"{what.capitalize()} {describe(parts)} names a child catalog, but "
+            f"{self.catalog_api().reason}; this namespace serves the root catalog alone, "
+            "whose namespaces are its databases (e.g. 'sales', tables 'sales$orders')"
+        )
 
     def _root_catalog_id(self) -> str:
         """The root catalog's id, resolving the caller's account only when needed."""
@@ -276,6 +415,8 @@ class GlueNamespace(CatalogNamespace):
             # The last part may be a database or a catalog: apply the looser database rules
             # here; catalog creation checks the catalog rules itself.
             normalized.append(DATABASE_RULES.normalize(parts[-1], "namespace", parts))
+        if len(parts) > 1 and not self._has_catalog_api():
+            raise self._root_catalog_only(parts, "namespace")
         return tuple(normalized)
 
     def _normalize_table(self, parts: Path) -> tuple[Path, str]:
@@ -287,6 +428,8 @@ class GlueNamespace(CatalogNamespace):
         chain = tuple(CATALOG_RULES.normalize(p, "catalog", parts) for p in parts[:-2])
         database = DATABASE_RULES.normalize(parts[-2], "database", parts)
         table = TABLE_RULES.normalize(parts[-1], "table", parts)
+        if chain and not self._has_catalog_api():
+            raise self._root_catalog_only(parts, "table")
         return (*chain, database), table
 
     # ----------------------------------------------------------------------------------------
@@ -404,6 +547,8 @@ class GlueNamespace(CatalogNamespace):
         if database is not None:
             self._remember_kind(path, "database")
             return "database", database
+        if not self._has_catalog_api():
+            return None  # no catalogs here: only the root's databases exist
         catalog = self._get_catalog(path)
         if catalog is not None:
             self._remember_kind(path, "catalog")
@@ -424,6 +569,8 @@ class GlueNamespace(CatalogNamespace):
             self._catalog_names.clear()
 
     def _child_catalog_names(self, parent: Path) -> list[str] | None:
+        if not self._has_catalog_api():
+            return []  # the root catalog alone: it has no child catalogs we could see
         parent_id = self._catalog_id(parent)  # None: AWS defaults to the caller's account
         items = self._pages(
             "get_catalogs",
@@ -547,6 +694,11 @@ class GlueNamespace(CatalogNamespace):
         self, path: Path, fields: dict[str, str], parameters: dict[str, str]
     ) -> None:
         name = CATALOG_RULES.normalize(path[-1], "catalog", path)
+        if not self._has_catalog_api():
+            raise UnsupportedOperationError(
+                f"Cannot create catalog {describe(path)}: {self.catalog_api().reason}; "
+                "create a database instead (without glue.kind=catalog)"
+            )
         if len(path) > 1 or ":" in self._root_catalog_id():
             raise UnsupportedOperationError(
                 f"Cannot create catalog {describe(path)}: Glue creates catalogs only directly "
@@ -784,6 +936,51 @@ class GlueNamespace(CatalogNamespace):
                 "update of %s took effect before its reply was lost",
                 describe((*path, expected.name)),
             )
+
+    def _catalog_rename_table(
+        self, path: Path, entry: TableEntry, new_path: Path, new_name: str
+    ) -> None:
+        """Glue has no rename: create the new entry, then delete the old one.
+
+        Between the two calls the table has two entries for a moment; every way out leaves
+        one. If the old entry changed meanwhile (a managed commit landed on it), or deleting
+        it fails, the new entry is deleted again and the error raised: the old entry alone
+        stays. A delete whose reply was lost but which took effect is the rename done.
+        """
+        renamed = dataclasses.replace(entry, name=new_name, version_token=None)
+        self._catalog_create_table(new_path, renamed, list(entry.columns or []))
+        old = describe((*path, entry.name))
+        try:
+            current = self._catalog_get_table(path, entry.name)
+            if current is None or current.version_token != entry.version_token:
+                raise ConcurrentModificationError(
+                    f"Table {old} changed while it was being renamed; rename it again"
+                )
+            self._catalog_delete_table(path, entry.name)
+        except Exception as error:
+            if not isinstance(error, ConcurrentModificationError):
+                try:
+                    gone = self._catalog_get_table(path, entry.name) is None
+                except Exception:
+                    gone = False
+                if gone:
+                    logger.info("rename of %s: the old entry's deletion took effect", old)
+                    return
+            self._undo_rename(new_path, new_name, old)
+            raise
+
+    def _undo_rename(self, new_path: Path, new_name: str, old: str) -> None:
+        new = describe((*new_path, new_name))
+        try:
+            self._catalog_delete_table(new_path, new_name)
+        except TableNotFoundError:
+            pass
+        except Exception as error:
+            # Both entries exist and the catalog refuses to drop one: say so, loudly.
+            raise InternalError(
+                f"Renaming {old} to {new} failed half-way and the new entry could not be "
+                f"removed ({error}); deregister {new} to finish undoing it"
+            ) from None
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         deleted = self._call(

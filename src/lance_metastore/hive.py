@@ -32,6 +32,7 @@ from lance_namespace.errors import (
     ServiceUnavailableError,
     TableAlreadyExistsError,
     TableNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from pymetastore.hive_metastore import ttypes
@@ -41,6 +42,13 @@ from thrift.transport.TTransport import TTransportException
 
 from . import versions
 from ._hms_pool import ConnectionPool, parse_uris
+from ._hms_transport import (
+    SECURITY_PROPERTIES,
+    AuthenticationFailed,
+    KerberosUnavailable,
+    security_from_settings,
+    security_hint,
+)
 from .base import CatalogNamespace
 from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
 from .identifiers import NameRules, Path, describe
@@ -95,6 +103,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         "client.lock-timeout-sec", "Longest wait for a table lock at commit", positive_float, 30.0
     ),
+    *SECURITY_PROPERTIES,
     ROOT,
     MANAGED_BY,
 )
@@ -117,6 +126,10 @@ class _HiveNamespace(CatalogNamespace):
             raise InvalidInputError(
                 f"{type(self).__name__}: invalid value for property 'uri': {error}"
             ) from None
+        try:
+            self._security = security_from_settings(settings)
+        except ValueError as error:
+            raise InvalidInputError(f"{type(self).__name__}: {error}") from None
         self._pool_lock = threading.Lock()
         self._pool: ConnectionPool | None = None
         self._user = settings["client.user"] or _login_name()
@@ -137,6 +150,7 @@ class _HiveNamespace(CatalogNamespace):
                         self._servers,
                         self._settings["client.pool-size"],
                         self._settings["client.socket-timeout-sec"],
+                        self._security,
                     )
                     # A namespace dropped without close() still gives its connections back.
                     weakref.finalize(self, self._pool.close)
@@ -174,8 +188,16 @@ class _HiveNamespace(CatalogNamespace):
             return None
 
     def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
+        if isinstance(error, AuthenticationFailed):
+            return UnauthenticatedError(f"Not authenticated to {context}: {error}")
+        if isinstance(error, KerberosUnavailable):
+            return ServiceUnavailableError(f"Kerberos unavailable to {context}: {error}")
         if isinstance(error, TRANSPORT_ERRORS):
-            return ServiceUnavailableError(f"Hive Metastore unreachable to {context}: {error}")
+            uris = ",".join(str(s) for s in self._servers)
+            return ServiceUnavailableError(
+                f"Hive Metastore {uris} unreachable to {context}: {error}"
+                f"{security_hint(error, self._security)}"
+            )
         if isinstance(error, TApplicationException):
             if error.type == TApplicationException.UNKNOWN_METHOD:
                 return UnsupportedOperationError(
@@ -527,6 +549,72 @@ class _HiveNamespace(CatalogNamespace):
             pass  # expired or already released
         except Exception as error:
             logger.warning("could not release metastore lock %s: %s", lock_id, error)
+
+    def _lock_if_managed(self, path: Path, entry: TableEntry) -> int | None:
+        """The table's exclusive lock for a change of a catalog-managed table, so that a
+        concurrent commit (also under the lock) is neither undone nor lost.
+
+        Released with :meth:`_unlock` in a ``finally`` (not a context manager: Thrift's
+        exceptions are immutable, and contextlib's re-raise would fail on them).
+        """
+        return self._lock_table(path, entry.name) if self._managed_versioning(entry) else None
+
+    def _catalog_set_columns(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> None:
+        """Columns only. The metastore refuses a column list whose types change position by
+        position (``hive.metastore.disallow.incompatible.col.type.changes``, on by default):
+        such a list (a dropped middle column, a changed type) is set in two alters, through an
+        empty list, which the check accepts."""
+        lock_id = self._lock_if_managed(path, entry)
+        try:
+            current = self._get("get_table", self._db_ref(path), entry.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            wanted = [ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns]
+            current.sd.cols = wanted
+            try:
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            except ttypes.InvalidOperationException:
+                current.sd.cols = []
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+                current.sd.cols = wanted
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
+
+    def _catalog_rename_table(
+        self, path: Path, entry: TableEntry, new_path: Path, new_name: str
+    ) -> None:
+        """One ``alter_table`` carrying the new name and database: the metastore renames
+        atomically (an external table's location stays). Across catalogs it cannot."""
+        if self._catalog_of(path) != self._catalog_of(new_path):
+            raise InvalidInputError(
+                f"Cannot rename {describe((*path, entry.name))} into another catalog "
+                f"({describe(new_path)}): the metastore renames within a catalog"
+            )
+        lock_id = self._lock_if_managed(path, entry)
+        try:
+            current = self._get("get_table", self._db_ref(path), entry.name)
+            if current is None:
+                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            current.tableName = new_name
+            current.dbName = new_path[-1]
+            try:
+                self._call("alter_table", self._db_ref(path), entry.name, current, idempotent=False)
+            except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
+                if self._get("get_table", self._db_ref(new_path), new_name) is not None:
+                    raise TableAlreadyExistsError(
+                        f"Table {describe((*new_path, new_name))} already exists"
+                    ) from None
+                raise InvalidInputError(
+                    f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
+                    f"{getattr(error, 'message', error)}"
+                ) from None
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         try:

@@ -31,7 +31,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
@@ -335,6 +335,11 @@ class LocalMetastore:
     ``port=0`` lets the OS choose a free port at the first start; restarts keep it. ``host``
     is the address clients use (HMS 2.3 itself listens on all interfaces). ``hive_conf``
     adds to or overrides :func:`hive_site_properties`, e.g. :data:`FAST_LOCK_EXPIRY`.
+
+    A secured metastore (Kerberos or TLS) also needs ``core_conf`` (Hadoop's
+    ``core-site.xml``, e.g. ``hadoop.security.authentication=kerberos``), ``jvm_options``
+    (e.g. ``-Djava.security.krb5.conf=...``) and a ``probe``: whether ``(host, port)`` answers
+    a call, made by a client that can authenticate (the default makes a plain Thrift call).
     """
 
     def __init__(
@@ -345,12 +350,18 @@ class LocalMetastore:
         *,
         heap: str = DEFAULT_HEAP,
         hive_conf: Mapping[str, str] | None = None,
+        core_conf: Mapping[str, str] | None = None,
+        jvm_options: Sequence[str] = (),
+        probe: Callable[[str, int], bool] | None = None,
     ) -> None:
         self._data_dir = Path(data_dir).expanduser().resolve()
         self._port = port
         self._host = host
         self._heap = heap
         self._hive_conf = dict(hive_conf or {})
+        self._core_conf = dict(core_conf or {})
+        self._jvm_options = list(jvm_options)
+        self._probe = probe or _answers
         self._pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -381,6 +392,8 @@ class LocalMetastore:
             host=str(state.get("host", "127.0.0.1")),
             heap=str(state.get("heap", DEFAULT_HEAP)),
             hive_conf=state.get("hive_conf") or {},
+            core_conf=state.get("core_conf") or {},
+            jvm_options=state.get("jvm_options") or (),
         )
         pid = state.get("pid")
         metastore._pid = int(pid) if pid is not None else None
@@ -501,11 +514,11 @@ class LocalMetastore:
 
     def is_running(self) -> bool:
         """Whether the JVM is alive and its port answers a Thrift call."""
-        return self._live_pid() is not None and _answers(self._host, self._port)
+        return self._live_pid() is not None and self._probe(self._host, self._port)
 
     def status(self) -> MetastoreStatus:
         pid = self._live_pid()
-        responding = pid is not None and _answers(self._host, self._port)
+        responding = pid is not None and self._probe(self._host, self._port)
         return MetastoreStatus(
             data_dir=self._data_dir,
             pid=pid,
@@ -578,6 +591,11 @@ class LocalMetastore:
         properties = hive_site_properties(self._data_dir)
         properties.update(self._hive_conf)
         (self.conf_dir / "hive-site.xml").write_text(_hive_site_xml(properties))
+        core_site = self.conf_dir / "core-site.xml"
+        if self._core_conf:
+            core_site.write_text(_hive_site_xml(self._core_conf))
+        else:
+            core_site.unlink(missing_ok=True)
         (self.conf_dir / "hive-log4j2.properties").write_text(_LOG4J2_PROPERTIES)
 
     def _command(self, java: str, jars: Path) -> list[str]:
@@ -585,6 +603,7 @@ class LocalMetastore:
             java,
             f"-Xmx{self._heap}",
             *JVM_FLAGS,
+            *self._jvm_options,
             f"-D{_MARKER_PROPERTY}={self._data_dir}",
             # Spark's jars bring a log4j2 setup that otherwise ignores Hive's configuration.
             "-Dlog4j2.contextSelector="
@@ -607,6 +626,8 @@ class LocalMetastore:
             "host": self._host,
             "heap": self._heap,
             "hive_conf": self._hive_conf,
+            "core_conf": self._core_conf,
+            "jvm_options": self._jvm_options,
             "uri": f"thrift://{self._host}:{self._port}",
             "log": str(self.log_path),
         }
@@ -624,7 +645,7 @@ class LocalMetastore:
                     f"the metastore process exited (code {code}) before answering on "
                     f"{self.uri}; last lines of {self.log_path}:\n{_tail(self.log_path)}"
                 )
-            if _answers(self._host, self._port):
+            if self._probe(self._host, self._port):
                 return
             if time.monotonic() >= deadline:
                 self.kill()

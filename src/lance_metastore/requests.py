@@ -7,6 +7,7 @@ for "no arguments", or a ``$``-joined string as the id. All of them become the m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from lance_namespace.errors import InvalidInputError
@@ -15,6 +16,12 @@ from pydantic import BaseModel, ValidationError
 from .identifiers import split_identifier
 
 M = TypeVar("M", bound=BaseModel)
+
+# Request modes, as the spec spells them; matched case-insensitively, "_" optional.
+CREATE, EXIST_OK, OVERWRITE = "create", "exist_ok", "overwrite"
+FAIL, SKIP = "fail", "skip"
+RESTRICT, CASCADE = "restrict", "cascade"
+APPEND = "append"
 
 
 def coerce_request(request: Any, model: type[M]) -> M:
@@ -46,3 +53,26 @@ def coerce_request(request: Any, model: type[M]) -> M:
             f"{'.'.join(str(p) for p in e['loc']) or 'request'}: {e['msg']}" for e in error.errors()
         )
         raise InvalidInputError(f"Invalid {model.__name__}: {problems}") from None
+
+
+def request_id(request: Any) -> Any:
+    """The raw ``id`` of a request in any shape, for naming it before it is validated."""
+    if request is None:
+        return None
+    if isinstance(request, dict):
+        return request.get("id")
+    return getattr(request, "id", None)
+
+
+def request_mode(value: str | None, default: str, allowed: Sequence[str], what: str) -> str:
+    """A request's mode as one of ``allowed`` (lower case), or InvalidInputError."""
+    if value is None or value == "":
+        return default
+    normalized = value.strip().lower().replace("-", "_")
+    if normalized == "existok":
+        normalized = EXIST_OK
+    if normalized not in allowed:
+        raise InvalidInputError(
+            f"Invalid {what} {value!r}: expected one of {', '.join(m.upper() for m in allowed)}"
+        )
+    return normalized

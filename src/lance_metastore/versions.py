@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from lance_namespace import TableVersion
-from lance_namespace.errors import InvalidInputError
+from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
 
 from .tables import VERSION_KEY
 
@@ -51,6 +51,20 @@ def already_applied(now: Mapping[str, str], written: Mapping[str, str]) -> bool:
     catalog shows this very commit, reported as the success it was.
     """
     return all(now.get(key) == written.get(key) for key in COMMIT_KEYS)
+
+
+def check_next(target: str, latest: int, version: int) -> None:
+    """A commit must take the version after the latest: a taken one is a conflict (14), a gap
+    a bad request (13)."""
+    if version <= latest:
+        raise ConcurrentModificationError(
+            f"Version {version} of {target} is already committed (latest is {latest})"
+        )
+    if version != latest + 1:
+        raise InvalidInputError(
+            f"Version {version} of {target} would leave a gap: the latest committed version "
+            f"is {latest}"
+        )
 
 
 def manifest_name(version: int, naming_scheme: str | None) -> str:

@@ -12,6 +12,17 @@ catalog gets a separate moto ``GlueBackend`` of its own, so databases and tables
 catalog by construction, and requests are routed to one of them by their ``CatalogId``. A
 CatalogId's account prefix picks the account, without cross-account permission checks.
 
+Modes for endpoints as they are deployed:
+
+- **catalog API denied** (``GlueEmulator.catalog_api_denied``): connection settings of a second
+  principal whose IAM policy grants database and table actions but no catalog action; the
+  emulator answers its GetCatalog(s), CreateCatalog, UpdateCatalog and DeleteCatalog with
+  AWS's AccessDeniedException, on the same server and state as the full principal.
+- **moto as shipped** (``StockMotoServer``): a plain ``ThreadedMotoServer`` with none of the
+  extensions above: no catalog API (500 "not implemented"), no ``VersionId`` check, no name
+  folding, no serialized writes. It runs in this process, so it shares moto's in-memory state
+  with the emulator: a reset of either forgets both.
+
 ``glue_endpoint_from_env()`` lets the same tests run against real AWS Glue instead
 (``LANCE_METASTORE_TEST_GLUE_REAL=1``); the emulator-only helpers are not available there.
 """
@@ -52,9 +63,11 @@ from moto.utilities.utils import get_partition
 from werkzeug.serving import make_server
 
 __all__ = [
+    "CATALOG_ACTIONS",
     "REAL_GLUE_ENV",
     "GlueConnectionSettings",
     "GlueEmulator",
+    "StockMotoServer",
     "glue_endpoint_from_env",
 ]
 
@@ -96,6 +109,12 @@ _CATALOG_SCOPED_ACTIONS = frozenset(
         "GetPartitionIndexes",
     }
 )
+# Glue's catalog API: what an IAM policy without glue:*Catalog* actions may not call.
+CATALOG_ACTIONS = frozenset(
+    {"CreateCatalog", "GetCatalog", "GetCatalogs", "UpdateCatalog", "DeleteCatalog"}
+)
+# The access key of the principal whose policy grants no catalog action.
+_CATALOG_API_DENIED_KEY = "AKIACATALOGAPIDENIED"  # moto reads 20-character key ids only
 # Actions whose top-level ``Name`` is a database or table name (elsewhere it names a job, ...).
 _NAME_IS_DATABASE_OR_TABLE = frozenset(
     {"GetDatabase", "UpdateDatabase", "DeleteDatabase", "GetTable", "UpdateTable", "DeleteTable"}
@@ -366,6 +385,7 @@ class _EmulatorState:
         self.access = _ReadWriteLock()
         self.faults = _FaultPlan()
         self._trees: dict[tuple[str, str], _CatalogTree] = {}
+        self.catalog_calls_refused = 0  # by the catalog-API-denied principal's policy
 
     def tree(self, account_id: str, region: str) -> _CatalogTree:
         """The account's catalogs; rebuilt when moto's backend was reset underneath us."""
@@ -387,6 +407,7 @@ class _EmulatorState:
     def reset(self) -> None:
         with self.lock:
             self._trees.clear()
+            self.catalog_calls_refused = 0
         self.faults.clear()
 
 
@@ -444,6 +465,8 @@ class _EmulatedGlueResponse(GlueResponse):
 
     def call_action(self) -> TYPE_RESPONSE:
         action = self._get_action()
+        if action in CATALOG_ACTIONS and self.get_access_key() == _CATALOG_API_DENIED_KEY:
+            return self._catalog_api_denied(action)
         delay = self.state.faults.take_delay(action)
         if delay is not None:
             time.sleep(delay.delay_seconds)
@@ -554,6 +577,18 @@ class _EmulatedGlueResponse(GlueResponse):
         if value in (None, ""):
             raise _invalid_input(f"{key} is required.")
         return value
+
+    def _catalog_api_denied(self, action: str) -> TYPE_RESPONSE:
+        """What AWS answers a principal whose identity policy lacks the action."""
+        with self.state.lock:
+            self.state.catalog_calls_refused += 1
+        user = f"arn:aws:iam::{self.current_account}:user/no-catalog-actions"
+        resource = f"arn:aws:glue:{self.region}:{self.current_account}:catalog"
+        message = (
+            f"User: {user} is not authorized to perform: glue:{action} on resource: "
+            f"{resource} because no identity-based policy allows the glue:{action} action"
+        )
+        return self._fault_response(_Fault(action, 1, "AccessDeniedException", 400, message))
 
     def _fault_response(self, fault: _Fault) -> TYPE_RESPONSE:
         """The AWS JSON protocol's error shape, so botocore raises ClientError with this code."""
@@ -680,6 +715,8 @@ class GlueEmulator:
     region: str = "us-east-1"
     account_id: str = DEFAULT_ACCOUNT_ID
     access_key_id: str = "testing"
+    has_catalog_api: bool = True
+    folds_names: bool = True
     secret_access_key: str = "testing"
 
     def __init__(self) -> None:
@@ -702,6 +739,26 @@ class GlueEmulator:
             access_key_id=self.access_key_id,
             secret_access_key=self.secret_access_key,
         )
+
+    @property
+    def catalog_api_denied(self) -> GlueConnectionSettings:
+        """Settings of a principal whose IAM policy grants no Glue catalog action.
+
+        Its GetCatalog(s), CreateCatalog, UpdateCatalog and DeleteCatalog calls answer
+        AccessDeniedException (HTTP 400), as AWS answers them; everything else it may do, on
+        the same state the full principal sees.
+        """
+        return GlueConnectionSettings(
+            region=self.region,
+            endpoint=self.endpoint,
+            access_key_id=_CATALOG_API_DENIED_KEY,
+            secret_access_key=self.secret_access_key,
+        )
+
+    @property
+    def catalog_calls_refused(self) -> int:
+        """How many catalog calls the denied principal's policy refused since the reset."""
+        return self._state.catalog_calls_refused
 
     def client(self, service_name: str = "glue", **config: Any) -> Any:
         """A boto3 client for this endpoint (``config`` goes to botocore's Config)."""
@@ -801,3 +858,77 @@ class GlueEmulator:
 
     def clear_faults(self) -> None:
         self._state.faults.clear()
+
+
+def _not_an_unimplemented_action(record: logging.LogRecord) -> bool:
+    """Drop flask's and werkzeug's traceback of an action moto lacks (werkzeug's is text)."""
+    if record.exc_info and isinstance(record.exc_info[1], NotImplementedError):
+        return False
+    return "NotImplementedError: The " not in record.getMessage()
+
+
+class StockMotoServer:
+    """moto's server as shipped: ``ThreadedMotoServer(ip_address="127.0.0.1", port=0)``.
+
+    What a user of moto, LocalStack and similar Glue-compatible endpoints has: databases and
+    tables, no catalog API (GetCatalog(s) answer a bare HTTP 500), no ``VersionId`` check on
+    UpdateTable. Same interface as :class:`GlueEmulator` for connecting and resetting.
+    """
+
+    region: str = "us-east-1"
+    access_key_id: str = "testing"
+    secret_access_key: str = "testing"
+    has_catalog_api: bool = False
+    folds_names: bool = False  # AWS stores database and table names lower-cased
+
+    def __init__(self) -> None:
+        self._server: ThreadedMotoServer | None = None
+        self._endpoint: str | None = None
+
+    @property
+    def endpoint(self) -> str:
+        if self._endpoint is None:
+            raise RuntimeError("StockMotoServer is not running: call start() first.")
+        return self._endpoint
+
+    @property
+    def connection_settings(self) -> GlueConnectionSettings:
+        return GlueConnectionSettings(
+            region=self.region,
+            endpoint=self.endpoint,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+        )
+
+    def client(self, service_name: str = "glue", **config: Any) -> Any:
+        return self.connection_settings.client(service_name, **config)
+
+    def start(self) -> StockMotoServer:
+        if self._server is not None:
+            raise RuntimeError("StockMotoServer is already running.")
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # Each call of an action moto lacks logs a traceback, twice: expected here.
+        for name in ("moto", "werkzeug"):
+            logging.getLogger(name).addFilter(_not_an_unimplemented_action)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        self._server, self._endpoint = server, f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        self._server = self._endpoint = None
+
+    def reset(self) -> None:
+        """Forget moto's state (every service, and the emulator's too: they share it)."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    def __enter__(self) -> StockMotoServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

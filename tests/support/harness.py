@@ -43,7 +43,8 @@ def refused_by_library(name: str) -> bool:
 @dataclass
 class Harness(ABC):
     root: Path
-    name: str = "backend"
+    name: str = "backend"  # the ``connect`` alias of its namespace class
+    label: str = ""  # the test id (e.g. "glue-stock"); ``name`` when empty
     supports_cascade: bool = False
     # Names the catalog accepts beyond plain [a-z0-9_], and names it must refuse.
     odd_names: list[str] = field(default_factory=list)
@@ -137,16 +138,25 @@ class GlueHarness(Harness):
     """The Glue emulator, or real AWS Glue when ``real`` settings are given (opt-in).
 
     Against real Glue the account is shared: every database gets a per-run ``prefix`` and
-    ``reset`` deletes only those.
+    ``reset`` deletes only those. ``emulator`` may also be moto's server as shipped
+    (``StockMotoServer``); ``principal`` signs the namespace's calls when it is not the
+    emulator's own (the principal without catalog permissions); ``catalog_api`` says whether
+    the namespace under test can use Glue's catalog API there. The harness's own client
+    always signs as the endpoint's full principal.
     """
 
     emulator: Any = None
     real: Any = None  # support.glue_emulator.GlueConnectionSettings
+    principal: Any = None  # support.glue_emulator.GlueConnectionSettings
     prefix: str = ""
+    catalog_api: bool = True
+    # Whether UpdateTable honours VersionId (moto as shipped ignores it).
+    conditional_updates: bool = True
     _glue: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         self.name = "glue"
+        self.label = self.label or "glue"
         self.odd_names = ["with-dash", "with space", "ünïcödé", "dots.in.name", "MiXeD"]
         self.bad_names = ["", "..", "a/b", "tab\tname", "x" * 256]
 
@@ -155,7 +165,7 @@ class GlueHarness(Harness):
         return self.real or self.emulator
 
     def properties(self) -> dict[str, str]:
-        target = self.target
+        target = self.principal or self.target
         props = {"region": target.region, "root": str(self.root), "max_retries": "2"}
         optional = {
             "endpoint": target.endpoint,
@@ -183,6 +193,11 @@ class GlueHarness(Harness):
             and GLUE_SINGLE_LINE.fullmatch(name) is not None
             and not refused_by_library(name)
         )
+
+    def _stored(self, name: str) -> str:
+        """A table name as AWS Glue stores it: lower-cased, which moto as shipped does not do
+        by itself (a mixed-case name there would be one no Glue user could have made)."""
+        return name if self.real is not None or self.emulator.folds_names else name.lower()
 
     def _ids(self) -> dict[str, str]:
         catalog_id = getattr(self.real, "catalog_id", None)
@@ -214,7 +229,7 @@ class GlueHarness(Harness):
         self._client().create_table(
             DatabaseName=db[-1],
             TableInput={
-                "Name": name,
+                "Name": self._stored(name),
                 "TableType": kind,
                 "Parameters": {} if table_type is None else {"table_type": table_type},
                 "StorageDescriptor": {"Location": location},
@@ -223,7 +238,7 @@ class GlueHarness(Harness):
         )
 
     def drop_foreign_table(self, db: list[str], name: str) -> None:
-        self._client().delete_table(DatabaseName=db[-1], Name=name, **self._ids())
+        self._client().delete_table(DatabaseName=db[-1], Name=self._stored(name), **self._ids())
 
     def _pages(self, client: Any, method: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -236,7 +251,7 @@ class GlueHarness(Harness):
 
     def snapshot(self) -> dict[str, Any]:
         client = self._client()
-        if self.real is None:
+        if self.real is None and self.emulator.has_catalog_api:
             catalogs = self._pages(
                 client, "get_catalogs", "CatalogList", Recursive=True, IncludeRoot=True
             )
@@ -278,7 +293,9 @@ class GlueHarness(Harness):
         return state
 
     def _table(self, db: list[str], name: str) -> dict[str, Any]:
-        return self._client().get_table(DatabaseName=db[-1], Name=name, **self._ids())["Table"]
+        return self._client().get_table(
+            DatabaseName=db[-1], Name=self._stored(name), **self._ids()
+        )["Table"]
 
     def columns(self, db: list[str], name: str) -> list[tuple[str, str]]:
         columns = self._table(db, name)["StorageDescriptor"].get("Columns", [])
@@ -294,16 +311,20 @@ class HiveHarness(Harness):
 
     uri: str = ""
     level: int = 2  # 2: hive2, 3: hive3 (default catalog "hive" on HMS 2.x)
+    # client.auth / client.kerberos.* / client.tls.* of a secured metastore; the harness's own
+    # Thrift client authenticates the same way.
+    security: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.name = f"hive{self.level}"
+        self.label = self.label or self.name
         self.supports_cascade = True
         self.odd_names = ["with_underscore", "MiXeD_Case", "_leading", "123"]
         self.bad_names = ["", "..", "a/b", "with-dash", "with space", "ünïcödé", "x" * 129]
         self.max_name_length = 128
 
     def properties(self) -> dict[str, str]:
-        return {"uri": self.uri, "root": str(self.root)}
+        return {"uri": self.uri, "root": str(self.root), **self.security}
 
     def namespace_class(self) -> type[LanceNamespace]:
         from lance_metastore import Hive2Namespace, Hive3Namespace
@@ -325,6 +346,10 @@ class HiveHarness(Harness):
         from lance_metastore.hms_local import thrift_client
 
         first = urlparse(self.uri.split(",")[0])
+        if self.security:
+            from .secure_hms import secured_thrift_client
+
+            return secured_thrift_client(f"thrift://{first.hostname}:{first.port}", self.security)
         return thrift_client(first.hostname, first.port)
 
     def reset(self) -> None:

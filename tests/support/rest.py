@@ -67,11 +67,14 @@ class RestHarness(Harness):
 
     inner: Harness | None = None
     servers: dict[str, RestServer] = field(default_factory=dict)
+    conditional_updates: bool = True  # the wrapped harness's (managed-commit tests read it)
 
     def __post_init__(self) -> None:
         assert self.inner is not None
         inner = self.inner
         self.name = "rest"
+        self.label = f"rest-{inner.label or inner.name}"
+        self.conditional_updates = getattr(inner, "conditional_updates", True)
         self.supports_cascade = inner.supports_cascade
         self.odd_names = inner.odd_names
         self.bad_names = inner.bad_names

@@ -22,6 +22,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -78,6 +79,21 @@ class BadRequest(Exception):
     """A request the server refuses before it reaches the namespace (code 13)."""
 
 
+class _ObjectIdConvertor(Convertor[str]):
+    """An object id: any characters, ``/`` and line breaks included (the namespace judges)."""
+
+    regex = "[\\s\\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("lance_object_id", _ObjectIdConvertor())
+
+
 def create_app(
     namespace: LanceNamespace,
     *,
@@ -111,12 +127,12 @@ def create_app(
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]
     for operation in sorted(OPERATIONS, key=_route_priority):
-        route_path = operation.path.replace("{id}", "{id:path}")
+        route_path = operation.path.replace("{id}", "{id:lance_object_id}")
         routes.append(
             Route(route_path, _endpoint(namespace, operation), methods=[operation.method])
         )
 
-    async def not_found(request: Request, exc: Exception) -> Response:
+    async def routing_error(request: Request, exc: Exception) -> Response:
         status = getattr(exc, "status_code", 404)
         if status == 405:
             message = f"Method {request.method} is not allowed on {request.url.path}"
@@ -136,14 +152,14 @@ def create_app(
             Middleware(BearerAuthMiddleware, token=auth_token, open_paths={HEALTH_PATH}),
             Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes),
         ],
-        exception_handlers={HTTPException: not_found, Exception: unexpected},
+        exception_handlers={HTTPException: routing_error, Exception: unexpected},
     )
 
 
 def _route_priority(operation: Operation) -> tuple[int, int]:
     """Routes without an id first, then those with more literal segments after the id.
 
-    The id may hold anything (``{id:path}``), so ``/v1/namespace/{id}/table/list`` must be tried
+    The id may hold anything, so ``/v1/namespace/{id}/table/list`` must be tried
     before ``/v1/namespace/{id}/list``, and ``/v1/table/{id}/index/{name}/drop`` before
     ``/v1/table/{id}/drop``.
     """
@@ -237,10 +253,10 @@ def _request_model(
     operation: Operation, request: Request, route_id: str | None, body: bytes
 ) -> BaseModel:
     fields: dict[str, Any] = {}
-    if operation.body is Body.JSON and body.strip():
+    if operation.body is Body.JSON:
         fields.update(_json_object(body, "request body"))
     elif operation.body is Body.MAP:
-        fields["metadata"] = _json_object(body, "metadata") if body.strip() else {}
+        fields["metadata"] = _json_object(body, "metadata")
 
     model_fields = _query_fields(operation.request)
     query = request.query_params
@@ -267,10 +283,11 @@ def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
     """The request's id: the route's, or the body's when both name the same object.
 
     They name the same object when the body's id, joined by the delimiter, is the route's
-    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400.
+    (``["a$b"]`` and ``["a", "b"]`` both travel as ``a$b``); otherwise the spec's 400. An empty
+    body id counts as absent: Lance's Java client always sends one (``"id": []``).
     """
     parts = parse_id(route_id, delimiter)
-    if given is None or given == parts:
+    if given is None or given == [] or given == parts:
         return parts
     if isinstance(given, list) and all(isinstance(part, str) for part in given):
         if delimiter.join(given) == route_id or (not given and route_id == delimiter):
@@ -281,6 +298,9 @@ def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
 
 
 def _json_object(body: bytes, what: str) -> dict[str, Any]:
+    """The JSON object in ``body``; an empty body is refused, as by Lance's own server."""
+    if not body.strip():
+        raise BadRequest(f"The {what} must be a JSON object ({{}} when every field is optional)")
     try:
         value = json.loads(body)
     except (UnicodeDecodeError, ValueError) as error:

@@ -98,7 +98,7 @@ def _request_body(operation: Operation) -> dict[str, Any] | None:
     if operation.body is Body.MAP:
         return {"required": True, "content": _map_content()}
     ref = {"$ref": _REF.format(model=operation.request_model)}
-    return {"required": False, "content": {"application/json": {"schema": ref}}}
+    return {"required": True, "content": {"application/json": {"schema": ref}}}
 
 
 def openapi_document() -> dict[str, Any]:

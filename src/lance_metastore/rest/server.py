@@ -7,17 +7,18 @@ URL is known (and printed) before the first request can arrive.
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import uvicorn
 from lance_namespace import LanceNamespace
 
 from .app import create_app
-from .security import DEFAULT_MAX_BODY_BYTES
+from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 2333  # the spec's default port
@@ -28,7 +29,9 @@ GRACEFUL_SHUTDOWN_SECONDS = 30
 def bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: the OS chooses)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: asyncio turns Nagle off (TCP_NODELAY) only on sockets that say
+    # so, and with Nagle on every keep-alive response waits ~40 ms for a delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -62,6 +65,16 @@ def _config(app: Any, tls_cert: str | None, tls_key: str | None, log_level: str)
     )
 
 
+def audit_to(stream: TextIO) -> None:
+    """Send the audit log, one bare line per request, to ``stream`` (only there)."""
+    audit = logging.getLogger(AUDIT_LOGGER)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    audit.handlers = [handler]
+    audit.setLevel(logging.INFO)
+    audit.propagate = False
+
+
 class _Server(uvicorn.Server):
     """uvicorn's server, except that SIGTERM, once in-flight requests have finished, ends
     ``serve`` normally (exit status 0) instead of being raised again to kill the process."""
@@ -83,12 +96,17 @@ def serve(
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     on_ready: Callable[[str], None] = print,
+    audit_stream: TextIO | None = None,
     log_level: str = "warning",
 ) -> None:
     """Serve ``namespace`` until SIGTERM or SIGINT; in-flight requests finish first.
 
     ``on_ready`` receives the URL once the socket listens (the CLI prints it as its first line).
+    ``audit_stream``: write the audit lines there (else they go to the ``AUDIT_LOGGER`` logger
+    as the application configured it).
     """
+    if audit_stream is not None:
+        audit_to(audit_stream)
     app = create_app(namespace, auth_token=auth_token, max_body_bytes=max_body_bytes)
     config = _config(app, tls_cert, tls_key, log_level)
     sock = bind(host, port)
@@ -133,17 +151,23 @@ class RestServer:
     def start(self) -> RestServer:
         self._sock = bind(self._host, self._port)
         self.url = url_of(self._sock, self._tls)
-        self._server = uvicorn.Server(self._config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [self._sock]},
-            name=f"lance-rest {self.url}",
-            daemon=True,
-        )
+        server = self._server = uvicorn.Server(self._config)
+        sock = self._sock
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as error:  # e.g. an unreadable TLS certificate
+                failure.append(error)
+
+        self._thread = threading.Thread(target=run, name=f"lance-rest {self.url}", daemon=True)
         self._thread.start()
-        while not self._server.started:
+        while not server.started:
             if not self._thread.is_alive():
-                raise RuntimeError(f"The REST server on {self.url} did not start")
+                self.stop()
+                cause = failure[0] if failure else None
+                raise RuntimeError(f"The REST server did not start: {cause}") from cause
             self._thread.join(0.01)
         return self
 

@@ -1,0 +1,293 @@
+"""REST server benchmark: the same namespace in-process vs through ``lance-metastore serve``.
+
+Run from the repository root, in the project's venv (``test`` extra: moto[server])::
+
+    python benchmarks/bench_rest.py [--backend glue|dir] [--tables 100] [--calls 200]
+                                    [--repeat 3] [--seconds 3] [--json out.json]
+
+Contenders, both on the same catalog:
+
+- in-process: the namespace object in this process (``lance_namespace.connect("glue", ...)``,
+  or pylance's ``DirectoryNamespace`` with ``--backend dir``);
+- REST: pylance's Rust REST client (``lance_namespace.connect("rest", {"uri": ...})``) talking
+  over loopback to ``lance-metastore serve`` in a child process (audit log on, written to a
+  file), which serves the same namespace.
+
+With ``--backend glue`` (default) the catalog is the Glue emulator (moto's server) in a child
+process; with ``--backend dir`` it is a local directory, which isolates the server's own cost.
+
+Measured, per repeat (medians of the repeats are reported):
+
+- describe_table of one of ``--tables`` tables, and list_tables with ``limit=100``: ``--calls``
+  calls per contender, alternated call by call (the order rotates every call); the added cost
+  per call is median(REST) - median(in-process) (goal: at most 2 ms on loopback);
+- requests per second of describe_table with 1 and 16 concurrent clients for ``--seconds``
+  each (each client a thread with its own connection), REST and in-process alternated by
+  repeat.
+
+The load average is printed before and after: on a shared machine, read the ratios, which
+both sides of a pair share, more than the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import (
+    ServerProcess,
+    alternate,
+    environment,
+    fmt_ratio,
+    format_table,
+    ms,
+    settle,
+    summarize,
+    write_json,
+)
+
+EMULATOR_ATTRIBUTES = ("endpoint", "region", "access_key_id", "secret_access_key")
+DB = "bench"
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f} (cores: {os.cpu_count()})"
+
+
+def start_server(impl: str, props: dict[str, str], audit_log: Path) -> tuple[subprocess.Popen, str]:
+    """``lance-metastore serve`` in a child process; returns it and the URL it printed."""
+    command = [sys.executable, "-m", "lance_metastore.cli", "--impl", impl]
+    for key, value in props.items():
+        command += ["--prop", f"{key}={value}"]
+    command += ["serve", "--port", "0"]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=audit_log.open("w"),
+        text=True,
+        env={**os.environ, "RUST_LOG": "error"},
+    )
+    url = process.stdout.readline().strip()
+    if not url.startswith("http"):
+        process.kill()
+        raise RuntimeError(f"serve did not start: {audit_log.read_text()[-2000:]}")
+    return process, url
+
+
+def connect_pair(impl: str, props: dict[str, str], url: str) -> dict[str, Callable[[], Any]]:
+    from lance_namespace import connect
+
+    import lance_metastore  # noqa: F401 - registers the aliases
+
+    def in_process() -> Any:
+        return connect(impl, props)
+
+    def rest() -> Any:
+        return connect("rest", {"uri": url})
+
+    return {"in-process": in_process, "REST": rest}
+
+
+def latency(
+    factories: dict[str, Callable[[], Any]], calls: int, tables: int
+) -> dict[str, dict[str, list[float]]]:
+    """Per operation and contender: the wall time of each call, alternated call by call."""
+    from lance_namespace import DescribeTableRequest, ListTablesRequest
+
+    clients = {name: factory() for name, factory in factories.items()}
+    requests = {
+        "describe_table": lambda i: (
+            "describe_table",
+            DescribeTableRequest(id=[DB, f"t{i % tables:04d}"]),
+        ),
+        "list_tables (limit 100)": lambda i: ("list_tables", ListTablesRequest(id=[DB], limit=100)),
+    }
+    samples: dict[str, dict[str, list[float]]] = {}
+    for label, make in requests.items():
+        for client in clients.values():  # warm: connections, caches, first-call costs
+            for i in range(5):
+                method, request = make(i)
+                getattr(client, method)(request)
+        settle()
+        samples[label] = {name: [] for name in clients}
+        for i in range(calls):
+            method, request = make(i)
+            for name in alternate(i, list(clients)):
+                call = getattr(clients[name], method)
+                start = time.perf_counter()
+                call(request)
+                samples[label][name].append(time.perf_counter() - start)
+    return samples
+
+
+def throughput(factory: Callable[[], Any], clients: int, seconds: float, tables: int) -> float:
+    """describe_table calls per second, ``clients`` threads each with its own client."""
+    from lance_namespace import DescribeTableRequest
+
+    own = [factory() for _ in range(clients)]
+    for client in own:
+        client.describe_table(DescribeTableRequest(id=[DB, "t0000"]))
+    counts = [0] * clients
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    barrier = threading.Barrier(clients + 1)
+
+    def work(index: int) -> None:
+        client = own[index]
+        barrier.wait()
+        i = index
+        try:
+            while not stop.is_set():
+                client.describe_table(DescribeTableRequest(id=[DB, f"t{i % tables:04d}"]))
+                counts[index] += 1
+                i += clients
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(clients)]
+    for thread in threads:
+        thread.start()
+    settle()
+    barrier.wait()
+    started = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return sum(counts) / elapsed
+
+
+def prepare(impl: str, props: dict[str, str], tables: int) -> None:
+    from lance_namespace import connect
+
+    import lance_metastore  # noqa: F401
+
+    namespace = connect(impl, props)
+    namespace.create_namespace({"id": [DB]} if impl != "dir" else _model_create())
+    for i in range(tables):
+        request = {"id": [DB, f"t{i:04d}"]}
+        namespace.declare_table(request if impl != "dir" else _model_declare(request))
+
+
+def _model_create() -> Any:
+    from lance_namespace import CreateNamespaceRequest
+
+    return CreateNamespaceRequest(id=[DB])
+
+
+def _model_declare(request: dict[str, Any]) -> Any:
+    from lance_namespace import DeclareTableRequest
+
+    return DeclareTableRequest(**request)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=["glue", "dir"], default="glue")
+    parser.add_argument("--tables", type=int, default=100)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args()
+
+    print(f"load average before: {load()}")
+    workdir = Path(tempfile.mkdtemp(prefix="bench_rest_"))
+    emulator = None
+    if args.backend == "glue":
+        emulator = ServerProcess("support.glue_emulator:GlueEmulator", EMULATOR_ATTRIBUTES).start()
+        info = emulator.info
+        impl = "glue"
+        props = {
+            "endpoint": info["endpoint"],
+            "region": info["region"],
+            "access_key_id": info["access_key_id"],
+            "secret_access_key": info["secret_access_key"],
+            "root": str(workdir / "lake"),
+        }
+    else:
+        impl, props = "dir", {"root": str(workdir / "lake")}
+    server = None
+    try:
+        prepare(impl, props, args.tables)
+        server, url = start_server(impl, props, workdir / "audit.log")
+        factories = connect_pair(impl, props, url)
+
+        per_repeat: dict[str, dict[str, list[float]]] = {}
+        rates: dict[str, dict[str, list[float]]] = {
+            f"{n} client{'s' if n > 1 else ''}": {name: [] for name in factories} for n in (1, 16)
+        }
+        for repeat in range(args.repeat):
+            for label, by_name in latency(factories, args.calls, args.tables).items():
+                slot = per_repeat.setdefault(label, {name: [] for name in factories})
+                for name, samples in by_name.items():
+                    slot[name].append(summarize(samples)["median_ms"])
+            for clients, label in zip((1, 16), rates, strict=True):
+                for name in alternate(repeat, list(factories)):
+                    rate = throughput(factories[name], clients, args.seconds, args.tables)
+                    rates[label][name].append(rate)
+            print(f"repeat {repeat + 1}/{args.repeat} done, load {load()}", flush=True)
+
+        rows, report = [], {"latency": {}, "throughput": {}}
+        for label, by_name in per_repeat.items():
+            local = statistics.median(by_name["in-process"])
+            remote = statistics.median(by_name["REST"])
+            rows.append(
+                [label, ms(local), ms(remote), ms(remote - local), fmt_ratio(remote / local)]
+            )
+            report["latency"][label] = {
+                "in_process_ms": local,
+                "rest_ms": remote,
+                "added_ms": remote - local,
+                "ratio": remote / local,
+                "per_repeat": by_name,
+            }
+        print(f"\n{args.backend}: median per call over {args.repeat} repeats of {args.calls} calls")
+        print(
+            format_table(
+                ["operation", "in-process ms", "REST ms", "added ms", "REST/in-process"], rows
+            )
+        )
+        rows = []
+        for label, by_name in rates.items():
+            local = statistics.median(by_name["in-process"])
+            remote = statistics.median(by_name["REST"])
+            rows.append([label, f"{local:.0f}", f"{remote:.0f}", fmt_ratio(remote / local)])
+            report["throughput"][label] = {
+                "in_process_rps": local,
+                "rest_rps": remote,
+                "ratio": remote / local,
+                "per_repeat": by_name,
+            }
+        print(f"\ndescribe_table requests/s, median of {args.repeat} runs of {args.seconds:g} s")
+        print(format_table(["clients", "in-process", "REST", "REST/in-process"], rows))
+        print(f"\nload average after: {load()}")
+        if args.json:
+            report |= {"args": vars(args), "environment": environment(), "load": load()}
+            write_json(args.json, report)
+            print(f"wrote {args.json}")
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(60)
+        if emulator is not None:
+            emulator.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Tags and branches of a table: Lance keeps them beside the data (``_refs/``), so these are
+Lance operations on the table's dataset; the catalog entry does not change.
+
+A mixin of :class:`~lance_metastore.base.CatalogNamespace`. Listings are sorted by name and
+paged with the namespace's page tokens. Branches need Lance to commit to a second line of
+versions, which a catalog-managed table (one version line in the catalog) cannot record: on
+``managed_by=impl`` tables they answer the spec's unsupported error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lance_namespace import (
+    CreateTableBranchRequest,
+    CreateTableBranchResponse,
+    CreateTableTagRequest,
+    CreateTableTagResponse,
+    DeleteTableBranchRequest,
+    DeleteTableBranchResponse,
+    DeleteTableTagRequest,
+    DeleteTableTagResponse,
+    GetTableTagVersionRequest,
+    GetTableTagVersionResponse,
+    ListTableBranchesRequest,
+    ListTableBranchesResponse,
+    ListTableTagsRequest,
+    ListTableTagsResponse,
+    UpdateTableTagRequest,
+    UpdateTableTagResponse,
+)
+from lance_namespace.errors import (
+    InvalidInputError,
+    TableBranchAlreadyExistsError,
+    TableBranchNotFoundError,
+    TableTagNotFoundError,
+    TableVersionNotFoundError,
+    UnsupportedOperationError,
+)
+from lance_namespace_urllib3_client.models import BranchContents, TagContents
+
+from .datasets import lance_errors
+from .identifiers import describe
+from .requests import coerce_request, request_id
+
+if TYPE_CHECKING:
+    from .base import CatalogNamespace
+
+
+def _check_ref_name(name: str, what: str) -> str:
+    if not isinstance(name, str) or not name.strip() or any(ord(ch) < 32 for ch in name):
+        raise InvalidInputError(f"Invalid {what} name {name!r}")
+    return name
+
+
+def _reference(version: int, branch: str | None, what: str) -> Any:
+    if version < 1:
+        raise TableVersionNotFoundError(f"Version {version} of {what} does not exist")
+    return (branch, version) if branch else version
+
+
+class TableRefOps:
+    """Tags (list, get, create, update, delete) and branches (list, create, delete)."""
+
+    def list_table_tags(self: CatalogNamespace, request: Any = None) -> ListTableTagsResponse:
+        with self._operation("list tags of table", request_id(request)):
+            req = coerce_request(request, ListTableTagsRequest)
+            path, name, entry = self._lance_table(req.id)
+            dataset = self._dataset(path, entry)
+            with lance_errors("list tags of", f"table {describe((*path, name))}"):
+                found = dataset.tags.list()
+            contents = {
+                tag: TagContents(
+                    branch=info.get("branch"),
+                    version=info["version"],
+                    manifest_size=info.get("manifest_size") or 0,
+                )
+                for tag, info in found.items()
+            }
+            keys, token = self._pager.page(
+                ("tags", path, name, tuple(sorted(contents))),
+                lambda: list(contents),
+                req.page_token,
+                req.limit,
+            )
+            return ListTableTagsResponse(tags={k: contents[k] for k in keys}, page_token=token)
+
+    def get_table_tag_version(
+        self: CatalogNamespace, request: Any = None
+    ) -> GetTableTagVersionResponse:
+        with self._operation("read a tag of table", request_id(request)):
+            req = coerce_request(request, GetTableTagVersionRequest)
+            path, name, entry = self._lance_table(req.id)
+            tag = _check_ref_name(req.tag, "tag")
+            dataset = self._dataset(path, entry)
+            found = dataset.tags.list()
+            if tag not in found:
+                raise TableTagNotFoundError(
+                    f"Tag {tag!r} of table {describe((*path, name))} does not exist"
+                )
+            return GetTableTagVersionResponse(
+                version=found[tag]["version"], branch=found[tag].get("branch")
+            )
+
+    def create_table_tag(self: CatalogNamespace, request: Any = None) -> CreateTableTagResponse:
+        with self._operation("create a tag of table", request_id(request)):
+            req = coerce_request(request, CreateTableTagRequest)
+            path, name, entry = self._lance_table(req.id)
+            tag = _check_ref_name(req.tag, "tag")
+            target = f"table {describe((*path, name))}"
+            dataset = self._dataset(path, entry)
+            with lance_errors(f"create tag {tag!r} of", target):
+                dataset.tags.create(tag, _reference(req.version, req.branch, target))
+            return CreateTableTagResponse()
+
+    def update_table_tag(self: CatalogNamespace, request: Any = None) -> UpdateTableTagResponse:
+        with self._operation("move a tag of table", request_id(request)):
+            req = coerce_request(request, UpdateTableTagRequest)
+            path, name, entry = self._lance_table(req.id)
+            tag = _check_ref_name(req.tag, "tag")
+            target = f"table {describe((*path, name))}"
+            dataset = self._dataset(path, entry)
+            with lance_errors(f"move tag {tag!r} of", target):
+                dataset.tags.update(tag, _reference(req.version, req.branch, target))
+            return UpdateTableTagResponse()
+
+    def delete_table_tag(self: CatalogNamespace, request: Any = None) -> DeleteTableTagResponse:
+        with self._operation("delete a tag of table", request_id(request)):
+            req = coerce_request(request, DeleteTableTagRequest)
+            path, name, entry = self._lance_table(req.id)
+            tag = _check_ref_name(req.tag, "tag")
+            dataset = self._dataset(path, entry)
+            with lance_errors(f"delete tag {tag!r} of", f"table {describe((*path, name))}"):
+                dataset.tags.delete(tag)
+            return DeleteTableTagResponse()
+
+    def list_table_branches(
+        self: CatalogNamespace, request: Any = None
+    ) -> ListTableBranchesResponse:
+        with self._operation("list branches of table", request_id(request)):
+            req = coerce_request(request, ListTableBranchesRequest)
+            path, name, entry = self._lance_table(req.id)
+            if self._managed_versioning(entry):
+                found: dict[str, Any] = {}  # a managed table has its main line only
+            else:
+                with lance_errors("list branches of", f"table {describe((*path, name))}"):
+                    found = self._dataset(path, entry).branches.list()
+            contents = {
+                branch: BranchContents(
+                    parent_branch=info.get("parent_branch"),
+                    parent_version=info["parent_version"],
+                    create_at=info.get("create_at") or 0,
+                    manifest_size=info.get("manifest_size") or 0,
+                    metadata=dict(info.get("metadata") or {}) or None,
+                )
+                for branch, info in found.items()
+            }
+            keys, token = self._pager.page(
+                ("branches", path, name, tuple(sorted(contents))),
+                lambda: list(contents),
+                req.page_token,
+                req.limit,
+            )
+            return ListTableBranchesResponse(
+                branches={k: contents[k] for k in keys}, page_token=token
+            )
+
+    def create_table_branch(
+        self: CatalogNamespace, request: Any = None
+    ) -> CreateTableBranchResponse:
+        with self._operation("create a branch of table", request_id(request)):
+            req = coerce_request(request, CreateTableBranchRequest)
+            path, name, entry = self._lance_table(req.id)
+            branch = _check_ref_name(req.name, "branch")
+            target = f"table {describe((*path, name))}"
+            if self._managed_versioning(entry):
+                raise UnsupportedOperationError(
+                    f"{target} is catalog-managed: the catalog records one line of versions, "
+                    "so it cannot hold branches (declare the table managed_by=storage)"
+                )
+            dataset = self._dataset(path, entry)
+            if branch in dataset.branches.list():
+                raise TableBranchAlreadyExistsError(f"Branch {branch!r} of {target} exists")
+            source = req.from_branch or None
+            if source and source not in dataset.branches.list():
+                raise TableBranchNotFoundError(f"Branch {source!r} of {target} does not exist")
+            reference: Any = (source, req.from_version) if source else req.from_version
+            if req.from_version is not None and req.from_version < 1:
+                raise TableVersionNotFoundError(
+                    f"Version {req.from_version} of {target} does not exist"
+                )
+            with lance_errors(f"create branch {branch!r} of", target):
+                dataset.create_branch(branch, reference, self.storage_options or None)
+            return CreateTableBranchResponse()
+
+    def delete_table_branch(
+        self: CatalogNamespace, request: Any = None
+    ) -> DeleteTableBranchResponse:
+        with self._operation("delete a branch of table", request_id(request)):
+            req = coerce_request(request, DeleteTableBranchRequest)
+            path, name, entry = self._lance_table(req.id)
+            branch = _check_ref_name(req.name, "branch")
+            target = f"table {describe((*path, name))}"
+            if self._managed_versioning(entry):
+                raise TableBranchNotFoundError(f"Branch {branch!r} of {target} does not exist")
+            dataset = self._dataset(path, entry)
+            with lance_errors(f"delete branch {branch!r} of", target):
+                dataset.branches.delete(branch)
+            return DeleteTableBranchResponse()
