@@ -76,10 +76,13 @@ class Catalog:
     audit: AuditTrail
     prefix: list[str] = field(default_factory=list)
 
-    def calls(self, sql: SqlSession, statement: str) -> tuple[list[tuple[Any, ...]], list[str]]:
-        """Run ``statement``; its rows and the REST operations it called."""
+    def calls(
+        self, sql: SqlSession, statement: str, undo: str | None = None
+    ) -> tuple[list[tuple[Any, ...]], list[str]]:
+        """Run ``statement``; its rows and the REST operations it called (both tries when
+        lance-spark's writer hung and it ran again: see ``SqlSession.sql``)."""
         start = len(self.audit.operations)
-        rows = sql.sql(statement)
+        rows = sql.sql(statement, undo=undo)
         return rows, self.audit.since(start)
 
 
@@ -275,7 +278,10 @@ def test_tables_written_elsewhere_are_read_by_sql(
     assert sql.sql(f"SELECT sum(n) FROM {catalog.name}.{db}.by_data_source") == [(30,)]
 
     here = f"{catalog.name}.{db}"
-    sql.sql(f"CREATE TABLE {here}.by_sql AS SELECT id * 10 AS v FROM {here}.by_pylance")
+    sql.sql(
+        f"CREATE TABLE {here}.by_sql AS SELECT id * 10 AS v FROM {here}.by_pylance",
+        undo=f"DROP TABLE IF EXISTS {here}.by_sql",
+    )
     read = spark4.read.format("lance").options(**options).load(f"{db}$by_sql")
     assert sorted(row.v for row in read.collect()) == [10, 20, 30]
     # what lance-spark writes, pylance reads and appends to in the same format
