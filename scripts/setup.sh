@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs: Java 17 and Maven (for the local Hive Metastores and
-# Spark), a virtualenv in .venv with the project and its test dependencies, and the Hive
-# Metastore 3.1 and 4.0 releases the tests run (fetched once per machine into the user cache;
-# later runs find them there). Safe to run again.
+# Spark), a virtualenv in .venv with the project and its test dependencies, the Hive
+# Metastore 3.1 and 4.0 releases the tests run (fetched once per machine into the user cache),
+# and .venv-sql with the project and Spark 3.5 for SQL through lance-spark (its jars fetched
+# once per machine into the Ivy cache of lance_metastore.spark.sql). Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,5 +52,18 @@ fi
 # The standalone metastores the tests start (LANCE_METASTORE_SKIP_HMS_FETCH=1 skips this).
 if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
   .venv/bin/python -m lance_metastore.hms_dist 3.1 4
+fi
+
+# Spark SQL through lance-spark (docs/spark.md): its builds served here need Spark 3.5.
+if [ ! -x .venv-sql/bin/python ]; then
+  "$PYTHON" -m venv .venv-sql
+fi
+.venv-sql/bin/python -m pip install --quiet --upgrade pip
+.venv-sql/bin/python -m pip install --quiet -e ".[sql]"
+if ! .venv-sql/bin/python -c "from lance_metastore.spark.sql import fetch_jars; fetch_jars()" \
+  > .venv-sql/fetch-jars.log 2>&1; then
+  cat .venv-sql/fetch-jars.log >&2
+  echo "setup: fetching lance-spark's jars from Maven Central failed (log above)" >&2
+  exit 1
 fi
 step "ready: source .venv/bin/activate for the lance-metastore command"

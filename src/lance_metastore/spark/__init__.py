@@ -9,16 +9,16 @@
     spark.read.format("lance").option("impl", "glue").load("sales$orders")
 
 Built on Spark 4's Python Data Source API: no JVM jars. Read docs/spark.md for options,
-save modes, SQL and limitations.
+save modes, SQL and limitations. ``sql_conf`` gives the settings for SQL through lance-spark's
+catalog over our REST server; it imports no Spark 4 module, so it also serves a Spark 3.5
+session (the data source is imported on first use).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .reader import DEFAULT_PARTITIONS
-from .source import LanceDataSource
-from .table import ChangeResult, LanceTable, MergeBuilder
+from .sql import sql_conf
 
 __all__ = [
     "FILTER_PUSHDOWN_CONF",
@@ -27,8 +27,18 @@ __all__ = [
     "LanceTable",
     "MergeBuilder",
     "register",
+    "sql_conf",
     "use_in_this_thread",
 ]
+
+# Names whose modules need pyspark 4's data source API: imported when first asked for, so
+# that sql_conf also serves a Spark 3.5 session.
+_LAZY = {
+    "LanceDataSource": "source",
+    "LanceTable": "table",
+    "ChangeResult": "table",
+    "MergeBuilder": "table",
+}
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -40,6 +50,8 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
     default in Spark, and a reader that pushes filters fails while it is off); with False the
     session setting is left alone and reads must set option ``pushdown=false`` if it is off.
     """
+    from .source import LanceDataSource
+
     if filter_pushdown:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
     # Reads plan about one partition per core: record this session's parallelism on a
@@ -66,7 +78,18 @@ def use_in_this_thread(spark: Any) -> None:
         jvm.org.apache.spark.sql.SparkSession.setActiveSession(session)
 
 
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
 def _parallelism(spark: Any) -> int:
+    from .reader import DEFAULT_PARTITIONS
+
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
