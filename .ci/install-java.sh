@@ -68,6 +68,16 @@ if ! command -v mvn >/dev/null 2>&1; then
     hash -r
 fi
 
+# javac compiles the small Java program that drives Lance's Java REST client against our server
+# (tests/test_rest_java.py); a JRE alone lacks it.
+if ! command -v javac >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    echo "install-java: installing openjdk-17-jdk-headless (javac)"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends openjdk-17-jdk-headless
+    hash -r
+fi
+
 echo "install-java: using $(command -v java)"
 java -version
 echo "install-java: using $(command -v mvn)"
