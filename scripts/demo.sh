@@ -17,4 +17,9 @@ if [ "${1:-}" = "--sql" ]; then
 fi
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
-exec .venv/bin/python examples/pipeline.py "$@"
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark local[2] stays on loopback
+# The JVM's and Spark's start-up banners mean nothing to the reader of the demo (and no log
+# setting reaches pyspark's driver JVM before it prints them): leave them out of its output.
+exec .venv/bin/python examples/pipeline.py "$@" 2> >(
+  grep --line-buffered -v -E '^(WARNING: Using incubator modules|Using Spark.s default log4j profile|Setting default log level to|To adjust logging level use|.* WARN NativeCodeLoader: )' >&2
+)
