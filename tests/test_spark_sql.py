@@ -137,19 +137,12 @@ def sql(catalogs: dict[str, Catalog], tmp_path_factory: pytest.TempPathFactory) 
 
 
 @pytest.fixture(scope="module")
-def spark4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """pyspark 4 in this process: our Python data source (lance_metastore.spark.register)."""
-    pytest.importorskip("pyspark")
-    from support.spark import local_session
+def spark4(spark: Any) -> Any:
+    """pyspark 4 in this process: our Python data source (lance_metastore.spark.register).
 
-    warehouse = tmp_path_factory.mktemp("spark4-warehouse")
-    session = local_session(
-        "lance-metastore-sql-spark4", conf={"spark.sql.warehouse.dir": str(warehouse)}
-    )
-    try:
-        yield session
-    finally:
-        session.stop()
+    The session-wide SparkSession of conftest: getOrCreate would hand back that same session,
+    and stopping it here would stop it for every later test module."""
+    return spark
 
 
 def fresh_db(catalog: Catalog, sql: SqlSession, prefix: str) -> str:
@@ -206,8 +199,11 @@ def test_sql_table_lifecycle(backend: str, catalogs: dict[str, Catalog], sql: Sq
     )
     assert rows == [(2, "bob"), (3, "cy")]
     assert calls == ["describe_table"]
-    # the catalog records the columns once data exists
+    # lance-spark writes straight to storage: reads never write, so the catalog records the
+    # columns when told (the documented answer for writers other than ours)
     ns.describe_table(DescribeTableRequest(id=[db, "orders"]))
+    assert harness.columns([db], "orders") == []
+    ns.sync_table_columns([db, "orders"])
     assert [name for name, _ in harness.columns([db], "orders")] == ["id", "customer", "amount"]
 
     # pylance reads by name through our in-process namespace

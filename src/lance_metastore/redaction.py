@@ -16,7 +16,9 @@ STORAGE_PREFIX = "storage."
 MIN_SCRUBBED_LENGTH = 4
 
 _SECRET_WORDS = ("secret", "password", "token", "credential", "private", "sas", "key_id", "key")
-_PUBLIC_SUFFIXES = ("region", "endpoint", "allow_http", "bucket")
+# Names that contain a secret word but hold no secret: a keytab property is the file's path
+# (its contents, the secret, never reach a message).
+_PUBLIC_SUFFIXES = ("region", "endpoint", "allow_http", "bucket", "keytab")
 
 
 def looks_secret(name: str) -> bool:
