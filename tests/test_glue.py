@@ -37,6 +37,7 @@ from support.harness import GlueHarness
 
 import lance_metastore
 from lance_metastore import GlueNamespace
+from lance_metastore.versions import manifest_name
 
 emulator_only = pytest.mark.skipif(
     glue_endpoint_from_env() is not None,
@@ -1014,6 +1015,26 @@ def test_lance_tables_on_s3(glue: GlueHarness):
     assert _keys(s3, "lakehouse", "lake/db/events.lance/") == []
     assert _keys(s3, "lakehouse", "lake/db/scores.lance/") == scores
     assert ns.list_tables({"id": ["db"]}).tables == ["again"]
+
+
+@emulator_only
+def test_managed_commits_on_s3_finalize_their_manifests(glue: GlueHarness):
+    """On S3 too the committing namespace copies each manifest to its final key (one
+    server-side copy), answers name it, and opening the table writes no object."""
+    s3 = glue.emulator.client("s3")
+    s3.create_bucket(Bucket="managed")
+    ns = GlueNamespace(**_s3_props(glue, "managed"), managed_by="impl")
+    ns.create_namespace({"id": ["db"]})
+    table_id = ["db", "events"]
+    lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
+    lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
+    final = f"lake/db/events.lance/_versions/{manifest_name(2, 'V2')}"
+    assert final in _keys(s3, "managed", "lake/db/events.lance/_versions/")
+    assert ns.describe_table_version({"id": table_id}).version.manifest_path == final
+    before = _keys(s3, "managed", "")
+    for _ in range(2):
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
+    assert _keys(s3, "managed", "") == before
 
 
 # ---------------------------------------------------------------------------------------------

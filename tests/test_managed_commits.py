@@ -21,6 +21,8 @@ import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import Harness
 
+from lance_metastore.versions import manifest_name
+
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
 
 
@@ -42,6 +44,32 @@ def test_declared_managed_table_then_append(backend: Harness):
     lance.write_dataset(ROWS, namespace_client=ns, table_id=[*db, "t"], mode="append")
     lance.write_dataset(ROWS, namespace_client=ns, table_id=[*db, "t"], mode="append")
     assert ns.describe_table({"id": [*db, "t"]}).properties["version"] == "2"
+
+
+def manifests_of(location: str) -> list[str]:
+    return sorted(p.name for p in Path(location, "_versions").iterdir())
+
+
+def test_commits_name_their_final_manifest_and_reads_write_nothing(managed):
+    """The committing namespace moves the manifest to Lance's final name itself (Lance cannot
+    tell a namespace-backed store that it moved it): every answer names the final manifest,
+    and opening the table writes nothing (no copy of the staging manifest per read)."""
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
+    location = ns.describe_table({"id": table_id}).location
+    final = {n: f"_versions/{manifest_name(n, 'V2')}" for n in (1, 2)}
+    latest = ns.describe_table_version({"id": table_id}).version
+    assert latest.manifest_path.endswith(final[2]), latest
+    listed = ns.list_table_versions({"id": table_id}).versions
+    assert [v.manifest_path.endswith(final[v.version]) for v in listed] == [True, True]
+    newest = ns.list_table_versions({"id": table_id, "descending": True, "limit": 1})
+    assert newest.versions[0].manifest_path == latest.manifest_path
+    before = manifests_of(location)
+    for _ in range(3):
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
+        lance.dataset(namespace_client=ns, table_id=table_id, version=1).to_table()
+    assert manifests_of(location) == before
 
 
 def code_of(call, *args) -> ErrorCode:
@@ -130,14 +158,13 @@ def needs_conditional_updates(backend: Harness) -> None:
         )
 
 
-def test_concurrent_writers_lose_nothing(backend: Harness, managed):
-    """8 threads x 5 appends through pylance on one managed table: nothing is lost or doubled.
+def test_concurrent_writers_all_land(backend: Harness, managed):
+    """8 threads x 5 appends through pylance on one managed table: all 40 land, none fails,
+    and the history and rows are exact.
 
-    Every append either lands or fails as a conflict (Lance gives up after its own 30 s retry
-    window: "Too many concurrent writers"); the history has no gap and the rows are exact. How
-    many land under contention is measured, not asserted: benchmarks/bench_commits.py prints
-    the appends lost with 8 writers per backend (the issue's goal is none; on a loaded 2-core
-    machine a few still run out of Lance's window)."""
+    Lance retries a lost race itself (re-read, rebase, next version) inside a fixed 30 s
+    window; every attempt must stay short for all writers to get through it, which is why a
+    commit moves its own manifest to the final name (see ``manifests.py``)."""
     needs_conditional_updates(backend)
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
@@ -151,7 +178,7 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
             try:
                 lance.write_dataset(ROWS, namespace_client=own, table_id=table_id, mode="append")
                 landed[index] += 1
-            except Exception as error:  # every failure must be a conflict
+            except Exception as error:
                 failures.append(error)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
@@ -160,14 +187,10 @@ def test_concurrent_writers_lose_nothing(backend: Harness, managed):
     for thread in threads:
         thread.join(timeout=300)
     assert not any(thread.is_alive() for thread in threads)
-    for error in failures:
-        assert "14" in str(error) or "oncurrent" in str(error), error
-    assert sum(landed) + len(failures) == writers * appends
-    total = 1 + sum(landed)
+    assert failures == [] and landed == [appends] * writers, (landed, failures)
+    total = 1 + writers * appends
     versions = [v.version for v in ns.list_table_versions({"id": table_id}).versions]
-    described = ns.describe_table({"id": table_id})
-    on_storage = [v["version"] for v in lance.dataset(described.location).versions()]
-    assert versions == list(range(1, total + 1)), (described.properties, on_storage)  # no gaps
+    assert versions == list(range(1, total + 1))
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
 
 
@@ -217,3 +240,23 @@ def test_writer_killed_before_the_catalog_update(backend: Harness, managed):
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
     assert ns.describe_table({"id": table_id}).properties["version"] == "2"
+
+
+def test_writer_killed_after_the_catalog_update(backend: Harness, managed):
+    """A writer dies after its commit is in the catalog, before it moved the manifest to the
+    final name: answers name the staging manifest, Lance finalizes it on the next open, and
+    from then on answers name the final one. Nothing is lost."""
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    victim = run_worker(backend, table_id, 1, "--die-after-catalog-update")
+    victim.communicate(timeout=120)
+    assert victim.returncode == -signal.SIGKILL
+    assert ns.describe_table({"id": table_id}).properties["version"] == "2"
+    staged = ns.describe_table_version({"id": table_id}).version.manifest_path
+    assert f"/_versions/{manifest_name(2, 'V2')}-" in f"/{staged}", staged
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
+    final = ns.describe_table_version({"id": table_id}).version.manifest_path
+    assert final.endswith(f"/_versions/{manifest_name(2, 'V2')}"), final
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]

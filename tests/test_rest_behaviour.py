@@ -18,12 +18,13 @@ from support.rest import RestHarness
 from test_behaviour import *  # noqa: F403 - the suite, collected again here
 from test_behaviour import DictWithModelDump, code_of
 
-# test_writer_killed_before_the_catalog_update is not run here: its fault is injected into the
-# writer's in-process namespace, which a REST client does not have.
+# test_writer_killed_before/after_the_catalog_update are not run here: their fault is injected
+# into the writer's in-process namespace, which a REST client does not have.
 from test_managed_commits import (  # noqa: F401 - collected again here
     managed,
     test_a_taken_version_is_a_conflict,
-    test_concurrent_writers_lose_nothing,
+    test_commits_name_their_final_manifest_and_reads_write_nothing,
+    test_concurrent_writers_all_land,
     test_paging_and_deleting_version_records,
     test_pylance_commits_through_the_catalog,
     test_storage_managed_tables_keep_lance_commits,

@@ -50,6 +50,7 @@ from lance_namespace import (
     RegisterTableRequest,
     RegisterTableResponse,
     TableExistsRequest,
+    TableVersion,
 )
 from lance_namespace.errors import (
     InvalidInputError,
@@ -72,6 +73,7 @@ from .errors import register_secrets, translate_errors
 from .identifiers import Path, describe, split_identifier
 from .indexes import TableIndexOps
 from .lifecycle import TableLifecycleOps
+from .manifests import ManifestFiles
 from .paging import Pager
 from .refs import TableRefOps
 from .requests import (
@@ -122,6 +124,7 @@ class CatalogNamespace(
         register_secrets(self._settings.secrets())
         self._state_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._manifests = ManifestFiles(self._settings.storage_options)
         self._configure(self._settings)
 
     # ----------------------------------------------------------------------------------------
@@ -716,9 +719,32 @@ class CatalogNamespace(
             commit = versions.Commit(
                 req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
             )
-            self._catalog_compare_and_set(path, entry, commit.parameters(entry.parameters))
-            record = versions.latest_record(commit.parameters(entry.parameters))
-            return CreateTableVersionResponse(version=record)
+            committed = commit.parameters(entry.parameters)
+            self._catalog_compare_and_set(path, entry, committed)
+            record = versions.latest_record(committed)
+            assert record is not None
+            finalized = self._finalize(entry, committed, record)
+            self._manifests.retire(
+                tables.plain_location(entry.location) or "",
+                versions.latest_record(entry.parameters),
+                entry.parameters.get(versions.NAMING_SCHEME_KEY),
+            )
+            return CreateTableVersionResponse(version=finalized)
+
+    def _finalize(
+        self, entry: TableEntry, committed: Mapping[str, str], record: TableVersion
+    ) -> TableVersion:
+        """The record of a version this namespace has just committed, its manifest moved to
+        the final name (see :mod:`manifests`)."""
+        location = tables.plain_location(entry.location) or ""
+        scheme = committed.get(versions.NAMING_SCHEME_KEY)
+        return self._manifests.finalize(location, record, scheme)
+
+    def _latest_record(self, entry: TableEntry) -> TableVersion | None:
+        """The latest version's record, naming its final manifest once that exists."""
+        location = tables.plain_location(entry.location) or ""
+        scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
+        return self._manifests.answer(location, versions.latest_record(entry.parameters), scheme)
 
     def _version_records(self, entry: TableEntry) -> list[Any]:
         """Every visible version record, ascending.
@@ -727,7 +753,7 @@ class CatalogNamespace(
         alone knows the history: 1..latest less the deleted records. Older manifests are at
         the names Lance gives committed manifests; only the latest keeps its exact path.
         """
-        latest = versions.latest_record(entry.parameters)
+        latest = self._latest_record(entry)
         if latest is None:
             return []
         deleted = versions.deleted_ranges(entry.parameters)
@@ -751,7 +777,7 @@ class CatalogNamespace(
             descending = bool(req.descending)
             if descending and req.limit == 1 and not req.page_token:
                 # Lance's hot path on every open and commit: the catalog alone answers it.
-                latest = versions.latest_record(entry.parameters)
+                latest = self._latest_record(entry)
                 return ListTableVersionsResponse(versions=[latest] if latest else [])
             records = {f"{r.version:020d}": r for r in self._version_records(entry)}
             keys, token = self._pager.page(
@@ -771,7 +797,7 @@ class CatalogNamespace(
             req = coerce_request(request, DescribeTableVersionRequest)
             path, name = self._table_path(req.id)
             entry = self._require_managed_table(path, name)
-            latest = versions.latest_record(entry.parameters)
+            latest = self._latest_record(entry)
             if req.version is None or (latest and req.version == latest.version):
                 if latest is None:
                     raise TableVersionNotFoundError(

@@ -68,7 +68,9 @@ class BatchCommitOps:
             entry = self._require_managed_table(path, name)
             parameters, records = _staged(path, name, entry, req.entries)
             self._catalog_compare_and_set(path, entry, parameters)
-            return BatchCreateTableVersionsResponse(versions=records)
+            return BatchCreateTableVersionsResponse(
+                versions=[self._finalize(entry, parameters, record) for record in records]
+            )
 
     def batch_commit_tables(
         self: CatalogNamespace, request: Any = None
@@ -150,6 +152,10 @@ class BatchCommitOps:
                 )
             )
         self._catalog_compare_and_set(path, entry, parameters)
+        for result in results:
+            created = result.create_table_version
+            if created is not None and created.version is not None:
+                created.version = self._finalize(entry, parameters, created.version)
         return results
 
 

@@ -1,9 +1,11 @@
 """A writer process for the managed-commit tests: appends through a namespace, then reports.
 
-``python commit_worker.py IMPL PROPS_JSON TABLE_ID APPENDS [--die-before-catalog-update]``
-prints one JSON line: how many appends landed and the codes of those that failed. With
-``--die-before-catalog-update`` the process kills itself (SIGKILL) after Lance wrote its
-manifest and right before the catalog would record the commit: the crash the test needs.
+``python commit_worker.py IMPL PROPS_JSON TABLE_ID APPENDS [--die-before-catalog-update |
+--die-after-catalog-update]`` prints one JSON line: how many appends landed and the codes of
+those that failed. With ``--die-before-catalog-update`` the process kills itself (SIGKILL)
+after Lance wrote its manifest and right before the catalog would record the commit; with
+``--die-after-catalog-update``, right after the catalog recorded it and before the manifest
+was moved to its final name: the crashes the tests need.
 """
 
 from __future__ import annotations
@@ -32,6 +34,14 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
         ns._catalog_compare_and_set = die  # type: ignore[method-assign]
+    if "--die-after-catalog-update" in sys.argv:
+        record = ns._catalog_compare_and_set
+
+        def record_then_die(*args: object) -> None:
+            record(*args)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        ns._catalog_compare_and_set = record_then_die  # type: ignore[method-assign]
     landed, codes = 0, []
     for _ in range(int(appends)):
         try:

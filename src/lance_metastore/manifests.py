@@ -1,0 +1,215 @@
+"""Committed manifests on storage: a catalog commit finalizes its staging manifest.
+
+Lance writes the manifest of a catalog-managed commit under a unique staging name
+(``_versions/<n>.manifest-<uuid>``) and asks the catalog to record it (``create_table_version``).
+Once the catalog's compare-and-set has made that version the latest, the manifest belongs at
+the name Lance gives committed manifests (``_versions/<n>.manifest``). Lance cannot tell a
+namespace-backed store that a manifest moved (its ``put_if_exists`` is unsupported), so if the
+namespace leaves this to Lance, every open of the table copies the staging manifest again and
+logs a warning, and commits racing on the table pay for it in every attempt. So the namespace
+does it, as Lance's own ``DirectoryNamespace`` does: it copies the manifest once, right after
+its compare-and-set, and from then on names the final path in every answer.
+
+Finalizing serves speed and tidiness, never correctness: when the copy fails or the process
+dies before it, answers keep naming the staging manifest and Lance finalizes it itself, as
+before. A staging manifest is deleted only one commit later, once its final copy exists: a
+reader handed the staging name just before the copy can still read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from lance_namespace import TableVersion
+
+from . import versions
+
+logger = logging.getLogger(__name__)
+
+# Staging manifests whose final copy was seen, per namespace object (a staging name is unique
+# to one commit, so a table dropped and made again at the same place cannot be mistaken).
+_KNOWN_FINAL_LIMIT = 4096
+
+_TRUE = {"true", "1", "yes"}
+
+
+def _option(options: Mapping[str, str], *names: str) -> str | None:
+    lowered = {key.lower(): value for key, value in options.items()}
+    for name in names:
+        if lowered.get(name):
+            return lowered[name]
+    return None
+
+
+def _s3_filesystem(options: Mapping[str, str]) -> Any:
+    """An S3 filesystem from Lance's storage options (object_store's key names)."""
+    from pyarrow import fs
+
+    endpoint = _option(options, "aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
+    scheme = None
+    if endpoint and "://" in endpoint:
+        scheme, endpoint = endpoint.split("://", 1)
+    elif endpoint and (_option(options, "allow_http", "aws_allow_http") or "").lower() in _TRUE:
+        scheme = "http"
+    virtual = _option(options, "aws_virtual_hosted_style_request", "virtual_hosted_style_request")
+    return fs.S3FileSystem(
+        access_key=_option(options, "aws_access_key_id", "access_key_id"),
+        secret_key=_option(options, "aws_secret_access_key", "secret_access_key"),
+        session_token=_option(options, "aws_session_token", "session_token", "token"),
+        region=_option(options, "aws_region", "region"),
+        endpoint_override=endpoint,
+        scheme=scheme,
+        force_virtual_addressing=(virtual or "").lower() in _TRUE,
+    )
+
+
+class ManifestFiles:
+    """Finds and writes a table's committed manifests on its storage."""
+
+    def __init__(self, storage_options: Mapping[str, str]) -> None:
+        self._options = dict(storage_options)
+        self._filesystems: dict[str, Any] = {}
+        self._known_final: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _is_staging_of(location: str, record: TableVersion) -> bool:
+        """Whether ``record`` names a staging manifest in this table's ``_versions/``."""
+        prefix = f"{versions.store_path(location).strip('/')}/_versions/"
+        path = record.manifest_path.lstrip("/")
+        if not path.startswith(prefix):
+            return False
+        name = path[len(prefix) :]
+        number, separator, _ = name.partition(".manifest-")
+        return bool(separator) and number.isdigit() and "/" not in name
+
+    def _filesystem(self, location: str) -> tuple[Any, str]:
+        """The filesystem holding ``location`` and the location's path within it."""
+        from pyarrow import fs
+
+        if "://" not in location or location.startswith("file://"):
+            local = location.removeprefix("file://")
+            return fs.LocalFileSystem(), os.path.abspath(local)
+        scheme, rest = location.split("://", 1)
+        bucket = rest.split("/", 1)[0]
+        key = f"{scheme}://{bucket}"
+        with self._lock:
+            filesystem = self._filesystems.get(key)
+        if filesystem is None:
+            if scheme in ("s3", "s3a"):
+                filesystem = _s3_filesystem(self._options)
+            else:
+                filesystem, _ = fs.FileSystem.from_uri(location)
+            with self._lock:
+                self._filesystems[key] = filesystem
+        return filesystem, rest.rstrip("/")
+
+    @staticmethod
+    def _final_name(version: int, naming_scheme: str | None) -> str:
+        return versions.manifest_name(version, naming_scheme)
+
+    def _final_record(
+        self, location: str, record: TableVersion, naming_scheme: str | None
+    ) -> TableVersion:
+        directory = f"{versions.store_path(location).rstrip('/')}/_versions"
+        return TableVersion(
+            version=record.version,
+            manifest_path=f"{directory}/{self._final_name(record.version, naming_scheme)}",
+            manifest_size=record.manifest_size,
+            timestamp_millis=record.timestamp_millis,
+            metadata=record.metadata,
+        )
+
+    def _remember(self, record: TableVersion) -> None:
+        with self._lock:
+            self._known_final[record.manifest_path] = None
+            self._known_final.move_to_end(record.manifest_path)
+            while len(self._known_final) > _KNOWN_FINAL_LIMIT:
+                self._known_final.popitem(last=False)
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def finalize(
+        self, location: str, record: TableVersion, naming_scheme: str | None
+    ) -> TableVersion:
+        """Copy a just-committed staging manifest to its final name; the record to answer.
+
+        Only the writer whose compare-and-set recorded ``record`` calls this, so the final
+        name is either free or already holds a copy of the same manifest (Lance finalized it
+        first): it is never overwritten with anything else.
+        """
+        if not self._is_staging_of(location, record):
+            return record
+        try:
+            filesystem, root = self._filesystem(location)
+            directory = f"{root}/_versions"
+            staging = f"{directory}/{record.manifest_path.rsplit('/', 1)[1]}"
+            final = f"{directory}/{self._final_name(record.version, naming_scheme)}"
+            if filesystem.get_file_info(final).type.name != "File":
+                self._copy(filesystem, staging, final)
+        except Exception as error:  # Lance finalizes it itself; nothing is lost
+            logger.info(
+                "manifest of version %s left at its staging name: %s", record.version, error
+            )
+            return record
+        self._remember(record)
+        return self._final_record(location, record, naming_scheme)
+
+    @staticmethod
+    def _copy(filesystem: Any, source: str, target: str) -> None:
+        from pyarrow import fs
+
+        if isinstance(filesystem, fs.LocalFileSystem):
+            # Readers must never see a partial file: write aside, then link (fails if taken).
+            aside = f"{target}.{uuid.uuid4().hex}.tmp"
+            filesystem.copy_file(source, aside)
+            try:
+                os.link(aside, target)
+            except FileExistsError:
+                pass  # Lance finalized the same manifest first
+            finally:
+                os.unlink(aside)
+        else:
+            filesystem.copy_file(source, target)  # one atomic server-side copy
+
+    def retire(self, location: str, record: TableVersion | None, naming_scheme: str | None) -> None:
+        """Delete the staging manifest of a version that is no longer the latest, if its final
+        copy exists (every answer for an older version names the final manifest)."""
+        if record is None or not self._is_staging_of(location, record):
+            return
+        try:
+            filesystem, root = self._filesystem(location)
+            directory = f"{root}/_versions"
+            final = f"{directory}/{self._final_name(record.version, naming_scheme)}"
+            if filesystem.get_file_info(final).type.name == "File":
+                filesystem.delete_file(f"{directory}/{record.manifest_path.rsplit('/', 1)[1]}")
+        except Exception as error:  # an untidy directory, nothing more
+            logger.debug("staging manifest of version %s kept: %s", record.version, error)
+
+    def answer(
+        self, location: str, record: TableVersion | None, naming_scheme: str | None
+    ) -> TableVersion | None:
+        """The record to answer for the latest version: its final manifest once it exists."""
+        if record is None or not self._is_staging_of(location, record):
+            return record
+        with self._lock:
+            known = record.manifest_path in self._known_final
+        if not known:
+            try:
+                filesystem, root = self._filesystem(location)
+                final = f"{root}/_versions/{self._final_name(record.version, naming_scheme)}"
+                if filesystem.get_file_info(final).type.name != "File":
+                    return record
+            except Exception as error:
+                logger.debug("could not look for the final manifest: %s", error)
+                return record
+            self._remember(record)
+        return self._final_record(location, record, naming_scheme)
