@@ -7,6 +7,7 @@ arbitrate concurrent commits there: the concurrent-writer tests skip on it.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -70,6 +71,22 @@ def test_commits_name_their_final_manifest_and_reads_write_nothing(managed):
         assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
         lance.dataset(namespace_client=ns, table_id=table_id, version=1).to_table()
     assert manifests_of(location) == before
+
+
+def test_versions_removed_by_cleanup_are_not_listed(managed):
+    """cleanup_old_versions deletes old manifests without telling the catalog: the listing
+    and describe_table_version follow storage, not the catalog's count."""
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    for _ in range(2):
+        lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
+    dataset = lance.dataset(namespace_client=ns, table_id=table_id)
+    dataset.cleanup_old_versions(older_than=datetime.timedelta(0))
+    assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [3]
+    gone = {"id": table_id, "version": 1}
+    assert code_of(ns.describe_table_version, gone) == ErrorCode.TABLE_VERSION_NOT_FOUND
+    assert ns.describe_table_version({"id": table_id}).version.version == 3
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
 
 
 def code_of(call, *args) -> ErrorCode:

@@ -750,8 +750,9 @@ class CatalogNamespace(
         """Every visible version record, ascending.
 
         Commits are contiguous by construction (each must be latest + 1), so the catalog
-        alone knows the history: 1..latest less the deleted records. Older manifests are at
-        the names Lance gives committed manifests; only the latest keeps its exact path.
+        knows the history: 1..latest less the deleted records and the versions whose manifests
+        are gone from storage (``cleanup_old_versions`` does not tell the catalog). Older
+        manifests are at the names Lance gives committed manifests.
         """
         latest = self._latest_record(entry)
         if latest is None:
@@ -759,10 +760,11 @@ class CatalogNamespace(
         deleted = versions.deleted_ranges(entry.parameters)
         scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
         location = tables.plain_location(entry.location) or ""
+        present = self._manifests.present(location) if latest.version > 1 else None
         records = [
             versions.older_record(location, number, scheme, None)
             for number in range(1, latest.version)
-            if not versions.is_deleted(number, deleted)
+            if not versions.is_deleted(number, deleted) and (present is None or number in present)
         ]
         if not versions.is_deleted(latest.version, deleted):
             records.append(latest)

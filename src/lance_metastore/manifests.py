@@ -180,6 +180,28 @@ class ManifestFiles:
         else:
             filesystem.copy_file(source, target)  # one atomic server-side copy
 
+    def present(self, location: str) -> set[int] | None:
+        """The versions whose manifest (final or staging) is on storage; None when the
+        ``_versions/`` directory cannot be listed (then nobody can say, and nothing is hidden).
+
+        ``cleanup_old_versions`` deletes manifests without telling the catalog, so the
+        catalog's own count of versions can name some that are gone."""
+        from pyarrow import fs
+
+        try:
+            filesystem, root = self._filesystem(location)
+            listed = filesystem.get_file_info(fs.FileSelector(f"{root}/_versions"))
+        except Exception as error:
+            logger.debug("could not list the manifests of %s: %s", location, error)
+            return None
+        found = set()
+        for info in listed:
+            stem = info.base_name.split(".manifest", 1)[0]
+            if ".manifest" in info.base_name and stem.isdigit():
+                number = int(stem)
+                found.add(versions.U64_MAX - number if number > 2**63 else number)
+        return found
+
     def retire(self, location: str, record: TableVersion | None, naming_scheme: str | None) -> None:
         """Delete the staging manifest of a version that is no longer the latest, if its final
         copy exists (every answer for an older version names the final manifest)."""
