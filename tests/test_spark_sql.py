@@ -79,10 +79,16 @@ class Catalog:
     def calls(
         self, sql: SqlSession, statement: str, undo: str | None = None
     ) -> tuple[list[tuple[Any, ...]], list[str]]:
-        """Run ``statement``; its rows and the REST operations it called (both tries when
-        lance-spark's writer hung and it ran again: see ``SqlSession.sql``)."""
+        """Run ``statement``; its rows and the REST operations it called (those of the try
+        that answered, when lance-spark's writer hung and it ran again: see
+        ``SqlSession.sql``)."""
         start = len(self.audit.operations)
-        rows = sql.sql(statement, undo=undo)
+
+        def restart_count() -> None:
+            nonlocal start
+            start = len(self.audit.operations)
+
+        rows = sql.sql(statement, undo=undo, before_retry=restart_count)
         return rows, self.audit.since(start)
 
 

@@ -21,7 +21,7 @@ import os
 import selectors
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -76,18 +76,27 @@ class SqlSession:
         )
         self._call({"conf": self.conf})
 
-    def sql(self, statement: str, undo: str | None = None) -> list[tuple[Any, ...]]:
+    def sql(
+        self,
+        statement: str,
+        undo: str | None = None,
+        before_retry: Callable[[], None] | None = None,
+    ) -> list[tuple[Any, ...]]:
         """Run ``statement``; its rows as tuples (raises ``SqlError`` when it fails).
 
         lance-spark 0.0.14's writer can deadlock (docs/spark.md); a hung statement never
         committed, so it is run once more in a new session, after ``undo`` (e.g. dropping the
-        table a hung CTAS declared). ``hangs`` counts them.
+        table a hung CTAS declared) and ``before_retry`` (the new session is up by then).
+        ``hangs`` counts them.
         """
         try:
             return [tuple(row) for row in self._call({"sql": statement})["rows"]]
         except TimeoutError:
+            self._start()
             if undo is not None:
                 self._call({"sql": undo})
+            if before_retry is not None:
+                before_retry()
             return [tuple(row) for row in self._call({"sql": statement})["rows"]]
 
     def columns(self, statement: str) -> list[str]:

@@ -148,18 +148,27 @@ class AuditMiddleware:
             return
         started = time.perf_counter()
         status = 500
+        logged = False
+
+        def log() -> None:
+            nonlocal logged
+            logged = True
+            if self.logger.isEnabledFor(logging.INFO):
+                self._log(scope, status, time.perf_counter() - started)
 
         async def recording_send(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                log()  # before the last byte leaves: a client never sees an answer unaudited
             await send(message)
 
         try:
             await self.app(scope, receive, recording_send)
         finally:
-            if self.logger.isEnabledFor(logging.INFO):
-                self._log(scope, status, time.perf_counter() - started)
+            if not logged:
+                log()
 
     def _log(self, scope: Scope, status: int, seconds: float) -> None:
         facts = scope.get(_AUDIT_KEY, {})
