@@ -27,9 +27,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SQL_PYTHON = ROOT / ".venv-sql" / "bin" / "python"
-# A statement (or the session start, with its jar resolution) taking longer is reported as a
-# hang and the child is killed, so one stuck Spark job cannot stall a whole test run.
-STATEMENT_TIMEOUT_SECONDS = 180
+# A statement taking longer is reported as a hang and the child is killed, so one stuck Spark
+# job cannot stall a whole test run (statements take seconds; the session start resolves jars).
+STATEMENT_TIMEOUT_SECONDS = 60
+START_TIMEOUT_SECONDS = 180
 
 
 class SqlError(Exception):
@@ -74,7 +75,7 @@ class SqlSession:
             env=env,
             cwd=str(ROOT),
         )
-        self._call({"conf": self.conf})
+        self._call({"conf": self.conf}, START_TIMEOUT_SECONDS)
 
     def sql(
         self,
@@ -102,7 +103,8 @@ class SqlSession:
     def columns(self, statement: str) -> list[str]:
         return self._call({"sql": statement})["columns"]
 
-    def _call(self, message: dict[str, Any]) -> dict[str, Any]:
+    def _call(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        timeout = self.timeout if timeout is None else timeout
         if self._process is None:  # the last statement hung: a new session for this one
             self._start()
         assert self._process is not None
@@ -111,13 +113,13 @@ class SqlSession:
         self._process.stdin.flush()
         with selectors.DefaultSelector() as selector:
             selector.register(self._process.stdout, selectors.EVENT_READ)
-            if not selector.select(self.timeout):
+            if not selector.select(timeout):
                 self._process.kill()
                 self._process.wait(30)
                 self._process = None
                 self.hangs += 1
                 raise TimeoutError(
-                    f"The SQL session did not answer {message} within {self.timeout:.0f} s "
+                    f"The SQL session did not answer {message} within {timeout:.0f} s "
                     f"(killed; see {self._log.name})"
                 )
         line = self._process.stdout.readline()
