@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import io
 import threading
+import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lance
@@ -24,6 +26,8 @@ from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import GlueHarness, Harness
 from test_managed_commits import needs_conditional_updates
+
+from lance_metastore.versions import manifest_name
 
 DIM = 4
 ROWS = 300  # enough for a small IVF index
@@ -872,17 +876,31 @@ def test_batch_of_versions_on_one_table_is_all_or_nothing(backend: Harness):
     assert backend.snapshot() == before
 
 
+def _staging_manifests(ns: Any, table_id: list[str], numbers: tuple[int, ...]) -> dict[int, str]:
+    """Manifests under staging names for versions ``numbers``, as a writer leaves them before
+    it commits (copies of the latest one: the catalog only records and moves them)."""
+    location = Path(ns.describe_table({"id": table_id}).location)
+    latest = location / "_versions" / manifest_name(1, "V2")
+    staged = {}
+    for number in numbers:
+        path = location / "_versions" / f"{manifest_name(number, 'V2')}-{uuid.uuid4()}"
+        path.write_bytes(latest.read_bytes())
+        staged[number] = str(path).lstrip("/")
+    return staged
+
+
 def test_batch_commit_tables(backend: Harness):
     ns = backend.connect(managed_by="impl")
     db = backend.db("sales")
     ns.create_namespace({"id": db})
     t = [*db, "committed"]
     ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 2)))
+    staged = _staging_manifests(ns, t, (2, 3))
     answer = ns.batch_commit_tables(
         {
             "operations": [
-                {"create_table_version": {"id": t, "version": 2, "manifest_path": "s/a"}},
-                {"create_table_version": {"id": t, "version": 3, "manifest_path": "s/b"}},
+                {"create_table_version": {"id": t, "version": 2, "manifest_path": staged[2]}},
+                {"create_table_version": {"id": t, "version": 3, "manifest_path": staged[3]}},
                 {
                     "delete_table_versions": {
                         "id": t,
@@ -896,6 +914,11 @@ def test_batch_commit_tables(backend: Harness):
     assert answer.results[2].delete_table_versions.deleted_count == 1
     listed = ns.list_table_versions({"id": t}).versions
     assert [v.version for v in listed] == [2, 3]
+    # every version of the batch was moved to its final name, not only the last
+    assert [v.manifest_path.endswith(f"/{manifest_name(v.version, 'V2')}") for v in listed] == [
+        True,
+        True,
+    ]
     single = ns.batch_commit_tables({"operations": [{"declare_table": {"id": [*db, "fresh"]}}]})
     assert single.results[0].declare_table.location.endswith("fresh.lance")
     before = backend.snapshot()

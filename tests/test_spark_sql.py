@@ -86,6 +86,7 @@ class Catalog:
 
         def restart_count() -> None:
             nonlocal start
+            sql.columns(f"SHOW NAMESPACES IN {self.name}")  # the new session's catalog set-up
             start = len(self.audit.operations)
 
         rows = sql.sql(statement, undo=undo, before_retry=restart_count)
