@@ -595,6 +595,15 @@ def test_clear_faults(emulator: GlueEmulator, glue_api: Any) -> None:
     glue_api.get_databases()
 
 
+def test_fault_lasts_for_its_block(emulator: GlueEmulator, glue_api: Any) -> None:
+    with (
+        emulator.fault("GetDatabases", "InternalServiceException", 500, times=10),
+        pytest.raises(ClientError),
+    ):
+        glue_api.get_databases()
+    glue_api.get_databases()
+
+
 def test_injected_delay(emulator: GlueEmulator, target: GlueTarget, glue_api: Any) -> None:
     emulator.inject_delay("GetDatabases", 0.3)
     started = time.monotonic()

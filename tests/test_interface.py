@@ -760,13 +760,10 @@ def test_glue_rename_failing_between_create_and_delete_leaves_one_entry(
     before = glue.snapshot()
     # Every attempt of the one DeleteTable call fails (max_retries=2: 3 attempts); the undo
     # (a second DeleteTable call) succeeds.
-    glue.emulator.inject_fault("DeleteTable", "InternalServiceException", 500, times=3)
-    try:
+    with glue.emulator.fault("DeleteTable", "InternalServiceException", 500, times=3):
         answer = outcome(
             lambda: ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
         )
-    finally:
-        glue.emulator.clear_faults()
     assert answer == ("error", "SERVICE_UNAVAILABLE")
     after = glue.snapshot()
     assert after == before
@@ -775,13 +772,10 @@ def test_glue_rename_failing_between_create_and_delete_leaves_one_entry(
 
 def test_glue_rename_whose_delete_reply_was_lost_is_done(glue: GlueHarness, glue_tables):
     ns, db = glue_tables
-    glue.emulator.inject_fault(
+    with glue.emulator.fault(
         "DeleteTable", "InternalServiceException", 500, times=1, after_apply=True
-    )
-    try:
+    ):
         ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
-    finally:
-        glue.emulator.clear_faults()
     assert ns.list_tables({"id": db}).tables == ["u"]
     assert ns.count_table_rows(req("CountTableRowsRequest", id=[*db, "u"])).count == 3
 
@@ -789,13 +783,10 @@ def test_glue_rename_whose_delete_reply_was_lost_is_done(glue: GlueHarness, glue
 def test_glue_rename_when_the_create_fails_changes_nothing(glue: GlueHarness, glue_tables):
     ns, db = glue_tables
     before = glue.snapshot()
-    glue.emulator.inject_fault("CreateTable", "InternalServiceException", 500, times=10)
-    try:
+    with glue.emulator.fault("CreateTable", "InternalServiceException", 500, times=10):
         answer = outcome(
             lambda: ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
         )
-    finally:
-        glue.emulator.clear_faults()
     assert answer == ("error", "SERVICE_UNAVAILABLE")
     assert glue.snapshot() == before
 
@@ -936,12 +927,11 @@ def test_glue_rename_whose_undo_fails_too_says_so(glue: GlueHarness, glue_tables
     """A double fault (the delete and its undo both fail): the only case with two entries.
     The error (18) names both and what to do; the old entry still holds the table."""
     ns, db = glue_tables
-    glue.emulator.inject_fault("DeleteTable", "InternalServiceException", 500, times=6)
-    try:
-        with pytest.raises(LanceNamespaceError) as caught:
-            ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
-    finally:
-        glue.emulator.clear_faults()
+    with (
+        glue.emulator.fault("DeleteTable", "InternalServiceException", 500, times=6),
+        pytest.raises(LanceNamespaceError) as caught,
+    ):
+        ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
     assert caught.value.code == ErrorCode.INTERNAL
     assert "'sales$u'" in str(caught.value) and "deregister" in str(caught.value)
     assert ns.count_table_rows(req("CountTableRowsRequest", id=[*db, "t"])).count == 3

@@ -43,7 +43,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import boto3
 from botocore.config import Config
@@ -61,6 +61,9 @@ from moto.moto_server.werkzeug_app import (
 )
 from moto.utilities.utils import get_partition
 from werkzeug.serving import make_server
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 __all__ = [
     "CATALOG_ACTIONS",
@@ -706,29 +709,23 @@ def glue_endpoint_from_env(
     )
 
 
-class GlueEmulator:
-    """A Glue-compatible endpoint on 127.0.0.1: moto's server (Glue, STS, S3) plus extensions.
-
-    Use as a context manager, or call ``start()``/``stop()``; ``reset()`` between tests.
-    """
+class _LoopbackGlueServer:
+    """What every Glue-compatible endpoint of the tests shares: moto's threaded server on
+    127.0.0.1 (an OS-chosen port), its URL, clients, resetting moto's state, start/stop."""
 
     region: str = "us-east-1"
-    account_id: str = DEFAULT_ACCOUNT_ID
     access_key_id: str = "testing"
-    has_catalog_api: bool = True
-    folds_names: bool = True
     secret_access_key: str = "testing"
 
     def __init__(self) -> None:
-        self._state = _EmulatorState()
-        self._server: _EmulatorServer | None = None
+        self._server: ThreadedMotoServer | None = None
         self._endpoint: str | None = None
 
     @property
     def endpoint(self) -> str:
         """The server's URL, e.g. ``http://127.0.0.1:54321``."""
         if self._endpoint is None:
-            raise RuntimeError("GlueEmulator is not running: call start() first.")
+            raise RuntimeError(f"{type(self).__name__} is not running: call start() first.")
         return self._endpoint
 
     @property
@@ -739,6 +736,61 @@ class GlueEmulator:
             access_key_id=self.access_key_id,
             secret_access_key=self.secret_access_key,
         )
+
+    def client(self, service_name: str = "glue", **config: Any) -> Any:
+        """A boto3 client for this endpoint (``config`` goes to botocore's Config)."""
+        return self.connection_settings.client(service_name, **config)
+
+    def _new_server(self) -> ThreadedMotoServer:
+        raise NotImplementedError
+
+    def start(self) -> Self:
+        if self._server is not None:
+            raise RuntimeError(f"{type(self).__name__} is already running.")
+        # One log line per request drowns test output.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = self._new_server()
+        server.start()
+        host, port = server.get_host_and_port()
+        self._server, self._endpoint = server, f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+        self._server = self._endpoint = None
+
+    def reset(self) -> None:
+        """Forget moto's state (every service)."""
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class GlueEmulator(_LoopbackGlueServer):
+    """A Glue-compatible endpoint on 127.0.0.1: moto's server (Glue, STS, S3) plus extensions.
+
+    Use as a context manager, or call ``start()``/``stop()``; ``reset()`` between tests.
+    """
+
+    account_id: str = DEFAULT_ACCOUNT_ID
+    has_catalog_api: bool = True
+    folds_names: bool = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._state = _EmulatorState()
 
     @property
     def catalog_api_denied(self) -> GlueConnectionSettings:
@@ -760,44 +812,17 @@ class GlueEmulator:
         """How many catalog calls the denied principal's policy refused since the reset."""
         return self._state.catalog_calls_refused
 
-    def client(self, service_name: str = "glue", **config: Any) -> Any:
-        """A boto3 client for this endpoint (``config`` goes to botocore's Config)."""
-        return self.connection_settings.client(service_name, **config)
-
-    def start(self) -> GlueEmulator:
-        if self._server is not None:
-            raise RuntimeError("GlueEmulator is already running.")
-        # One log line per request drowns test output.
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = _EmulatorServer(_EmulatedGlueResponse.bound_to(self._state))
-        server.start()
-        host, port = server.get_host_and_port()
-        self._server, self._endpoint = server, f"http://{host}:{port}"
-        return self
+    def _new_server(self) -> ThreadedMotoServer:
+        return _EmulatorServer(_EmulatedGlueResponse.bound_to(self._state))
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-        self._server = self._endpoint = None
+        super().stop()
         self._state.reset()
 
     def reset(self) -> None:
         """Forget everything: moto's state (all services) and the emulator's catalogs and faults."""
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
+        super().reset()
         self._state.reset()
-
-    def __enter__(self) -> GlueEmulator:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- test-only helpers ------------------------------------------------------------------
 
@@ -859,6 +884,17 @@ class GlueEmulator:
     def clear_faults(self) -> None:
         self._state.faults.clear()
 
+    @contextlib.contextmanager
+    def fault(
+        self, action: str, error_code: str, http_status: int, **options: Any
+    ) -> Iterator[None]:
+        """``inject_fault`` for the ``with`` block; every fault is cleared when it ends."""
+        self.inject_fault(action, error_code, http_status, **options)
+        try:
+            yield
+        finally:
+            self.clear_faults()
+
 
 def _not_an_unimplemented_action(record: logging.LogRecord) -> bool:
     """Drop flask's and werkzeug's traceback of an action moto lacks (werkzeug's is text)."""
@@ -867,7 +903,7 @@ def _not_an_unimplemented_action(record: logging.LogRecord) -> bool:
     return "NotImplementedError: The " not in record.getMessage()
 
 
-class StockMotoServer:
+class StockMotoServer(_LoopbackGlueServer):
     """moto's server as shipped: ``ThreadedMotoServer(ip_address="127.0.0.1", port=0)``.
 
     What a user of moto, LocalStack and similar Glue-compatible endpoints has: databases and
@@ -875,60 +911,11 @@ class StockMotoServer:
     UpdateTable. Same interface as :class:`GlueEmulator` for connecting and resetting.
     """
 
-    region: str = "us-east-1"
-    access_key_id: str = "testing"
-    secret_access_key: str = "testing"
     has_catalog_api: bool = False
     folds_names: bool = False  # AWS stores database and table names lower-cased
 
-    def __init__(self) -> None:
-        self._server: ThreadedMotoServer | None = None
-        self._endpoint: str | None = None
-
-    @property
-    def endpoint(self) -> str:
-        if self._endpoint is None:
-            raise RuntimeError("StockMotoServer is not running: call start() first.")
-        return self._endpoint
-
-    @property
-    def connection_settings(self) -> GlueConnectionSettings:
-        return GlueConnectionSettings(
-            region=self.region,
-            endpoint=self.endpoint,
-            access_key_id=self.access_key_id,
-            secret_access_key=self.secret_access_key,
-        )
-
-    def client(self, service_name: str = "glue", **config: Any) -> Any:
-        return self.connection_settings.client(service_name, **config)
-
-    def start(self) -> StockMotoServer:
-        if self._server is not None:
-            raise RuntimeError("StockMotoServer is already running.")
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    def _new_server(self) -> ThreadedMotoServer:
         # Each call of an action moto lacks logs a traceback, twice: expected here.
         for name in ("moto", "werkzeug"):
             logging.getLogger(name).addFilter(_not_an_unimplemented_action)
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-        self._server, self._endpoint = server, f"http://{host}:{port}"
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-        self._server = self._endpoint = None
-
-    def reset(self) -> None:
-        """Forget moto's state (every service, and the emulator's too: they share it)."""
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
-
-    def __enter__(self) -> StockMotoServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        return ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
