@@ -723,22 +723,25 @@ class CatalogNamespace(
             self._catalog_compare_and_set(path, entry, committed)
             record = versions.latest_record(committed)
             assert record is not None
-            finalized = self._finalize(entry, committed, record)
-            self._manifests.retire(
-                tables.plain_location(entry.location) or "",
-                versions.latest_record(entry.parameters),
-                entry.parameters.get(versions.NAMING_SCHEME_KEY),
-            )
+            [finalized] = self._finalize(entry, committed, [record])
             return CreateTableVersionResponse(version=finalized)
 
     def _finalize(
-        self, entry: TableEntry, committed: Mapping[str, str], record: TableVersion
-    ) -> TableVersion:
-        """The record of a version this namespace has just committed, its manifest moved to
-        the final name (see :mod:`manifests`)."""
+        self, entry: TableEntry, committed: Mapping[str, str], records: list[TableVersion]
+    ) -> list[TableVersion]:
+        """After this namespace's compare-and-set moved ``entry`` to ``committed``: the records
+        of the versions it committed, their manifests moved to the final names, and the
+        staging manifest of the version that was the latest before deleted (see
+        :mod:`manifests`)."""
         location = tables.plain_location(entry.location) or ""
         scheme = committed.get(versions.NAMING_SCHEME_KEY)
-        return self._manifests.finalize(location, record, scheme)
+        finalized = [self._manifests.finalize(location, record, scheme) for record in records]
+        self._manifests.retire(
+            location,
+            versions.latest_record(entry.parameters),
+            entry.parameters.get(versions.NAMING_SCHEME_KEY),
+        )
+        return finalized
 
     def _latest_record(self, entry: TableEntry) -> TableVersion | None:
         """The latest version's record, naming its final manifest once that exists."""

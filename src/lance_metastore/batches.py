@@ -69,7 +69,7 @@ class BatchCommitOps:
             parameters, records = _staged(path, name, entry, req.entries)
             self._catalog_compare_and_set(path, entry, parameters)
             return BatchCreateTableVersionsResponse(
-                versions=[self._finalize(entry, parameters, record) for record in records]
+                versions=self._finalize(entry, parameters, records)
             )
 
     def batch_commit_tables(
@@ -152,10 +152,14 @@ class BatchCommitOps:
                 )
             )
         self._catalog_compare_and_set(path, entry, parameters)
-        for result in results:
-            created = result.create_table_version
-            if created is not None and created.version is not None:
-                created.version = self._finalize(entry, parameters, created.version)
+        created = [
+            r.create_table_version
+            for r in results
+            if r.create_table_version is not None and r.create_table_version.version is not None
+        ]
+        finalized = self._finalize(entry, parameters, [c.version for c in created])
+        for response, record in zip(created, finalized, strict=True):
+            response.version = record
         return results
 
 

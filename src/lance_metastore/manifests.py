@@ -112,17 +112,34 @@ class ManifestFiles:
                 self._filesystems[key] = filesystem
         return filesystem, rest.rstrip("/")
 
-    @staticmethod
-    def _final_name(version: int, naming_scheme: str | None) -> str:
-        return versions.manifest_name(version, naming_scheme)
-
-    def _final_record(
+    def _files(
         self, location: str, record: TableVersion, naming_scheme: str | None
+    ) -> tuple[Any, str, str]:
+        """The filesystem, the staging manifest and the final manifest of ``record``."""
+        filesystem, root = self._filesystem(location)
+        directory = f"{root}/_versions"
+        staging = f"{directory}/{record.manifest_path.rsplit('/', 1)[1]}"
+        final = f"{directory}/{versions.manifest_name(record.version, naming_scheme)}"
+        return filesystem, staging, final
+
+    def _is_final(self, filesystem: Any, final: str, record: TableVersion) -> bool:
+        """Whether ``record``'s manifest has its final copy (known, or seen on storage)."""
+        with self._lock:
+            if record.manifest_path in self._known_final:
+                return True
+        if filesystem.get_file_info(final).type.name != "File":
+            return False
+        self._remember(record)
+        return True
+
+    @staticmethod
+    def _final_record(
+        location: str, record: TableVersion, naming_scheme: str | None
     ) -> TableVersion:
         directory = f"{versions.store_path(location).rstrip('/')}/_versions"
         return TableVersion(
             version=record.version,
-            manifest_path=f"{directory}/{self._final_name(record.version, naming_scheme)}",
+            manifest_path=f"{directory}/{versions.manifest_name(record.version, naming_scheme)}",
             manifest_size=record.manifest_size,
             timestamp_millis=record.timestamp_millis,
             metadata=record.metadata,
@@ -143,18 +160,14 @@ class ManifestFiles:
         """Copy a just-committed staging manifest to its final name; the record to answer.
 
         Only the writer whose compare-and-set recorded ``record`` calls this, so the final
-        name is either free or already holds a copy of the same manifest (Lance finalized it
-        first): it is never overwritten with anything else.
+        name is either free or already holds a copy of the same manifest (a reader's Lance
+        finalized it first): it is never given anything else.
         """
         if not self._is_staging_of(location, record):
             return record
         try:
-            filesystem, root = self._filesystem(location)
-            directory = f"{root}/_versions"
-            staging = f"{directory}/{record.manifest_path.rsplit('/', 1)[1]}"
-            final = f"{directory}/{self._final_name(record.version, naming_scheme)}"
-            if filesystem.get_file_info(final).type.name != "File":
-                self._copy(filesystem, staging, final)
+            filesystem, staging, final = self._files(location, record, naming_scheme)
+            self._copy(filesystem, staging, final)
         except Exception as error:  # Lance finalizes it itself; nothing is lost
             logger.info(
                 "manifest of version %s left at its staging name: %s", record.version, error
@@ -174,7 +187,7 @@ class ManifestFiles:
             try:
                 os.link(aside, target)
             except FileExistsError:
-                pass  # Lance finalized the same manifest first
+                pass  # a reader's Lance finalized the same manifest first
             finally:
                 os.unlink(aside)
         else:
@@ -208,11 +221,9 @@ class ManifestFiles:
         if record is None or not self._is_staging_of(location, record):
             return
         try:
-            filesystem, root = self._filesystem(location)
-            directory = f"{root}/_versions"
-            final = f"{directory}/{self._final_name(record.version, naming_scheme)}"
-            if filesystem.get_file_info(final).type.name == "File":
-                filesystem.delete_file(f"{directory}/{record.manifest_path.rsplit('/', 1)[1]}")
+            filesystem, staging, final = self._files(location, record, naming_scheme)
+            if self._is_final(filesystem, final, record):
+                filesystem.delete_file(staging)
         except Exception as error:  # an untidy directory, nothing more
             logger.debug("staging manifest of version %s kept: %s", record.version, error)
 
@@ -222,16 +233,11 @@ class ManifestFiles:
         """The record to answer for the latest version: its final manifest once it exists."""
         if record is None or not self._is_staging_of(location, record):
             return record
-        with self._lock:
-            known = record.manifest_path in self._known_final
-        if not known:
-            try:
-                filesystem, root = self._filesystem(location)
-                final = f"{root}/_versions/{self._final_name(record.version, naming_scheme)}"
-                if filesystem.get_file_info(final).type.name != "File":
-                    return record
-            except Exception as error:
-                logger.debug("could not look for the final manifest: %s", error)
+        try:
+            filesystem, _, final = self._files(location, record, naming_scheme)
+            if not self._is_final(filesystem, final, record):
                 return record
-            self._remember(record)
+        except Exception as error:
+            logger.debug("could not look for the final manifest: %s", error)
+            return record
         return self._final_record(location, record, naming_scheme)
