@@ -8,13 +8,10 @@ in-process.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 from lance_namespace import ListTablesRequest
 from lance_namespace.errors import ErrorCode
 from support.harness import Harness
-from support.rest import RestHarness
+from support.rest import rest_backend
 from test_behaviour import *  # noqa: F403 - the suite, collected again here
 from test_behaviour import DictWithModelDump, code_of
 
@@ -36,18 +33,7 @@ from test_managed_commits import (  # noqa: F401 - collected again here
 # HTTP in test_rest_server.py.
 del test_pickles_without_clients  # noqa: F821 - pickling a live Rust client is not supported
 
-REST_BACKENDS = ["glue", "hive2", "hive3"]
-
-
-@pytest.fixture(params=REST_BACKENDS, ids=[f"rest-{name}" for name in REST_BACKENDS])
-def backend(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    inner = request.getfixturevalue(request.param)
-    inner.reset()
-    harness = RestHarness(root=inner.root, inner=inner)
-    try:
-        yield harness
-    finally:
-        harness.close()
+backend = rest_backend  # every test of this module runs through the REST server
 
 
 def test_bad_page_tokens_and_limits(backend: Harness, ns, db):

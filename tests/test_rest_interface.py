@@ -15,12 +15,9 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from support.harness import Harness
-from support.rest import RestHarness
+from support.rest import RestHarness, rest_backend
 from test_interface import (  # noqa: F401 - the suite, collected again here
     ipc_stream,
     ours,
@@ -40,18 +37,7 @@ from test_interface import (  # noqa: F401 - the suite, collected again here
     test_two_merge_inserts_on_a_managed_table,
 )
 
-REST_BACKENDS = ["glue", "hive2", "hive3"]
-
-
-@pytest.fixture(params=REST_BACKENDS, ids=[f"rest-{name}" for name in REST_BACKENDS])
-def backend(request: pytest.FixtureRequest) -> Iterator[Harness]:
-    inner = request.getfixturevalue(request.param)
-    inner.reset()
-    harness = RestHarness(root=inner.root, inner=inner)
-    try:
-        yield harness
-    finally:
-        harness.close()
+backend = rest_backend  # every test of this module runs through the REST server
 
 
 def _post(base: str, route: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
