@@ -167,7 +167,7 @@ def test_hive2_commands(hive_metastore_uri: str, tmp_path: Path) -> None:
     assert "tier" in cli("describe", db).stdout
     missing = cli("describe", f"{db}$nope", code=14)
     assert error_line(missing) == (
-        f"error [code 4 TABLE_NOT_FOUND]: Table '{db}$nope' does not exist"
+        f"error [code 4 TABLE_NOT_FOUND]: Table not found: '{db}$nope'"
     )
     missing_json = cli("--json", "describe", f"{db}$nope", code=14)
     assert json.loads(missing_json.stdout)["error"]["code"] == 4
@@ -459,7 +459,7 @@ def test_module_entry_point(hive_metastore_uri: str, tmp_path: Path) -> None:
     missing = run_module(*base, "--json", "describe", f"{db}$nope")
     assert missing.returncode == 14
     assert missing.stderr.strip() == (
-        f"error [code 4 TABLE_NOT_FOUND]: Table '{db}$nope' does not exist"
+        f"error [code 4 TABLE_NOT_FOUND]: Table not found: '{db}$nope'"
     )
     assert json.loads(missing.stdout)["error"]["name"] == "TABLE_NOT_FOUND"
     Cli(*base)("drop-namespace", db)

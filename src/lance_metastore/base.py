@@ -69,7 +69,7 @@ from .batches import BatchCommitOps
 from .config import MANAGED_BY, ROOT, Property, Settings, parse_properties
 from .data import TableDataOps
 from .datasets import TableDatasets
-from .errors import register_secrets, translate_errors
+from .errors import lance_error, register_secrets, translate_errors
 from .identifiers import Path, describe, split_identifier
 from .indexes import TableIndexOps
 from .lifecycle import TableLifecycleOps
@@ -267,7 +267,7 @@ class CatalogNamespace(
         TableAlreadyExistsError if the new name is taken. Whatever fails, the table is left
         with exactly one entry: the old one, or the new one.
         """
-        raise UnsupportedOperationError(f"{type(self).__name__} cannot rename tables")
+        raise UnsupportedOperationError("this catalog cannot rename tables")
 
     @abstractmethod
     def _catalog_delete_table(self, path: Path, name: str) -> None:
@@ -292,6 +292,7 @@ class CatalogNamespace(
             _target(raw_id),
             self._translate_error,
             self._settings.secrets(),
+            backend=type(self).__name__,
         ):
             yield
 
@@ -327,7 +328,7 @@ class CatalogNamespace(
     def _require_table(self, path: Path, name: str) -> TableEntry:
         entry = self._catalog_get_table(path, name)
         if entry is None:
-            raise TableNotFoundError(f"Table {describe((*path, name))} does not exist")
+            raise lance_error(TableNotFoundError, describe((*path, name)))
         return entry
 
     def _require_lance_table(self, path: Path, name: str) -> TableEntry:
@@ -404,8 +405,10 @@ class CatalogNamespace(
             if schema is None:
                 schema = self._table_schema(path, entry)
             if schema is None:
-                raise TableNotFoundError(
-                    f"Table {describe((*path, name))} has no Lance dataset at {entry.location!r}"
+                raise lance_error(
+                    TableNotFoundError,
+                    describe((*path, name)),
+                    f"has no Lance dataset at {entry.location!r}",
                 )
             columns = catalog_columns(schema)
             self._catalog_update_table(path, entry, columns)
@@ -426,7 +429,9 @@ class CatalogNamespace(
                 if mode == OVERWRITE:
                     raise UnsupportedOperationError("The root namespace cannot be overwritten")
                 if mode == CREATE:
-                    raise NamespaceAlreadyExistsError("The root namespace always exists")
+                    raise lance_error(
+                        NamespaceAlreadyExistsError, describe(path), "(it always exists)"
+                    )
                 return CreateNamespaceResponse(properties=self._catalog_root_properties())
             if mode == OVERWRITE and self._catalog_get_namespace(path) is not None:
                 self._catalog_replace_namespace_properties(path, properties)
@@ -453,7 +458,7 @@ class CatalogNamespace(
                 return DescribeNamespaceResponse(properties=self._catalog_root_properties())
             properties = self._catalog_get_namespace(path)
             if properties is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
             return DescribeNamespaceResponse(properties=properties)
 
     def namespace_exists(self, request: Any = None) -> None:
@@ -462,7 +467,7 @@ class CatalogNamespace(
             req = coerce_request(request, NamespaceExistsRequest)
             path = self._namespace_path(req.id)
             if path and self._catalog_get_namespace(path) is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
 
     def drop_namespace(self, request: Any = None) -> DropNamespaceResponse:
         raw_id = _raw_id(request)
@@ -475,7 +480,7 @@ class CatalogNamespace(
                 raise InvalidInputError("The root namespace cannot be dropped")
             if behavior == CASCADE and not self.SUPPORTS_CASCADE:
                 raise UnsupportedOperationError(
-                    f"{type(self).__name__} supports only RESTRICT drops; "
+                    "only RESTRICT drops are supported (CASCADE is not); "
                     f"drop the tables of {describe(path)} first"
                 )
             if behavior == CASCADE:
@@ -487,10 +492,10 @@ class CatalogNamespace(
             if not exists:
                 if mode == SKIP:
                     return DropNamespaceResponse()
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
             if behavior == RESTRICT and not empty:
-                raise NamespaceNotEmptyError(
-                    f"Namespace {describe(path)} is not empty: it holds tables or namespaces"
+                raise lance_error(
+                    NamespaceNotEmptyError, describe(path), "holds tables or namespaces"
                 )
             try:
                 self._catalog_drop_namespace(path, cascade=behavior == CASCADE)
@@ -805,15 +810,18 @@ class CatalogNamespace(
             latest = self._latest_record(entry)
             if req.version is None or (latest and req.version == latest.version):
                 if latest is None:
-                    raise TableVersionNotFoundError(
-                        f"Table {describe((*path, name))} has no committed version yet"
+                    raise lance_error(
+                        TableVersionNotFoundError,
+                        f"table {describe((*path, name))}",
+                        "has no committed version yet",
                     )
                 return DescribeTableVersionResponse(version=latest)
             for record in self._version_records(entry):
                 if record.version == req.version:
                     return DescribeTableVersionResponse(version=record)
-            raise TableVersionNotFoundError(
-                f"Version {req.version} of table {describe((*path, name))} does not exist"
+            raise lance_error(
+                TableVersionNotFoundError,
+                f"version {req.version} of table {describe((*path, name))}",
             )
 
     def batch_delete_table_versions(self, request: Any = None) -> BatchDeleteTableVersionsResponse:

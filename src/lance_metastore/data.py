@@ -45,6 +45,7 @@ from lance_namespace.errors import (
 
 from . import tables
 from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
+from .errors import lance_error
 from .identifiers import Path, describe
 from .requests import (
     APPEND,
@@ -73,7 +74,7 @@ def _no_branch(branch: str | None, what: str) -> None:
 def _check_columns(schema: pa.Schema, names: list[str], target: str) -> None:
     for name in names:
         if schema.get_field_index(name) < 0:
-            raise TableColumnNotFoundError(f"Column {name!r} does not exist in {target}")
+            raise lance_error(TableColumnNotFoundError, f"column {name!r} in {target}")
 
 
 def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
@@ -130,7 +131,7 @@ class TableDataOps:
             existing = self._catalog_get_table(path, name)
             if existing is not None:
                 if mode == CREATE or not existing.is_lance:
-                    raise TableAlreadyExistsError(f"Table {describe((*path, name))} already exists")
+                    raise lance_error(TableAlreadyExistsError, describe((*path, name)))
                 if mode == OVERWRITE:
                     dataset = self._write(path, existing, data, OVERWRITE)
                     self._record_columns(path, name, dataset.schema, existing)

@@ -11,11 +11,27 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from typing import TypeVar
 
 from lance_namespace.errors import (
     InternalError,
     InvalidInputError,
     LanceNamespaceError,
+    NamespaceAlreadyExistsError,
+    NamespaceNotEmptyError,
+    NamespaceNotFoundError,
+    TableAlreadyExistsError,
+    TableBranchAlreadyExistsError,
+    TableBranchNotFoundError,
+    TableColumnNotFoundError,
+    TableIndexAlreadyExistsError,
+    TableIndexNotFoundError,
+    TableNotFoundError,
+    TableTagAlreadyExistsError,
+    TableTagNotFoundError,
+    TableVersionNotFoundError,
+    TransactionNotFoundError,
+    UnsupportedOperationError,
 )
 
 from .redaction import MIN_SCRUBBED_LENGTH, scrub
@@ -24,7 +40,67 @@ logger = logging.getLogger("lance_metastore")
 
 # A backend's translator turns a client-library exception into a namespace error, or returns
 # None when it does not recognise the exception (it then becomes an InternalError).
+NamespaceErrorT = TypeVar("NamespaceErrorT", bound=LanceNamespaceError)
+
 Translator = Callable[[BaseException, str], "LanceNamespaceError | None"]
+
+
+# The words Lance's own DirectoryNamespace starts each of these errors with ("Table not found:
+# a$x"). Lance's clients read errors by these words: lancedb turns an in-process namespace's
+# error back into its own exception only when the text carries "Table not found" or "Namespace
+# not empty" (lancedb/namespace.py), since Lance's bridge hands every Python error over as text.
+LANCE_PHRASES: dict[type[LanceNamespaceError], str] = {
+    NamespaceNotFoundError: "Namespace not found",
+    NamespaceAlreadyExistsError: "Namespace already exists",
+    NamespaceNotEmptyError: "Namespace not empty",
+    TableNotFoundError: "Table not found",
+    TableAlreadyExistsError: "Table already exists",
+    TableIndexNotFoundError: "Table index not found",
+    TableIndexAlreadyExistsError: "Table index already exists",
+    TableTagNotFoundError: "Table tag not found",
+    TableTagAlreadyExistsError: "Table tag already exists",
+    TransactionNotFoundError: "Transaction not found",
+    TableVersionNotFoundError: "Table version not found",
+    TableColumnNotFoundError: "Table column not found",
+    TableBranchNotFoundError: "Table branch not found",
+    TableBranchAlreadyExistsError: "Table branch already exists",
+}
+
+
+def lance_error(kind: type[NamespaceErrorT], subject: str, detail: str = "") -> NamespaceErrorT:
+    """``kind`` worded as Lance words it: its phrase, then the object (``'db$t'``, as
+    :func:`~lance_metastore.identifiers.describe` renders it), then ``detail`` if any."""
+    message = f"{LANCE_PHRASES[kind]}: {subject}"
+    return kind(f"{message} {detail}" if detail else message)
+
+
+def with_lance_phrase(error: LanceNamespaceError) -> LanceNamespaceError:
+    """``error``, its message prefixed with Lance's phrase for its class when it lacks it
+    (a catalog's own "not found" text, say), so no error of ours escapes the rule."""
+    phrase = LANCE_PHRASES.get(type(error))
+    if phrase is None or str(error).startswith(phrase):
+        return error
+    return _rebuild(error, f"{phrase}: {error!s}")
+
+
+REFUSAL_PHRASE = "Not supported"
+
+
+def is_worded_refusal(error: LanceNamespaceError, backend: str) -> bool:
+    """Whether ``error`` is a refusal that already says what it refused and where."""
+    message = str(error)
+    return message.startswith(f"{REFUSAL_PHRASE}: ") and f" on {backend}" in message
+
+
+def unsupported(operation: str, backend: str, reason: str = "") -> UnsupportedOperationError:
+    """A refusal worded once, as Lance words its own ("Not supported: ..."): which operation,
+    on which backend, and why."""
+    message = f"{REFUSAL_PHRASE}: {operation} on {backend}"
+    # Lance's own refusals already start with the words, and name just the operation
+    reason = reason.removeprefix(f"{REFUSAL_PHRASE}: ")
+    if reason in (operation, f"{operation} not implemented"):
+        reason = ""
+    return UnsupportedOperationError(f"{message}: {reason}" if reason else message)
 
 
 # Secret values known to this process; every log record is scrubbed of them (see below).
@@ -65,6 +141,12 @@ def register_secrets(values: Iterable[str]) -> None:
         _FACTORY_INSTALLED = True
 
 
+def known_secrets() -> frozenset[str]:
+    """The secret values registered so far (every namespace's configured secrets)."""
+    with _SECRETS_LOCK:
+        return frozenset(_KNOWN_SECRETS)
+
+
 def _rebuild(error: LanceNamespaceError, message: str) -> LanceNamespaceError:
     rebuilt = type(error)(message)
     rebuilt.__cause__ = error.__cause__
@@ -77,21 +159,27 @@ def translate_errors(
     target: str,
     translator: Translator,
     secrets: Iterable[str] = (),
+    backend: str = "",
 ) -> Iterator[None]:
     """Run one public operation, re-raising any failure as a namespace error.
 
     ``operation`` and ``target`` name what was attempted on which object, so an unexpected
-    error still tells the user where it happened.
+    error still tells the user where it happened. Every error leaves worded as Lance words it
+    (:func:`with_lance_phrase`); a refusal (``NotImplementedError`` included) leaves as
+    :class:`UnsupportedOperationError` naming the operation and ``backend``.
     """
     secrets = tuple(secrets)
     try:
         yield
     except LanceNamespaceError as error:
-        message = str(error)
-        cleaned = scrub(message, secrets)
-        if cleaned != message:
-            raise _rebuild(error, cleaned) from None
-        raise
+        finished = _finished(error, operation, target, backend)
+        cleaned = scrub(str(finished), secrets)
+        if finished is error and cleaned == str(error):
+            raise
+        raise _rebuild(finished, cleaned) from None
+    except NotImplementedError as error:
+        refusal = unsupported(f"{operation} {target}", backend or "this catalog", str(error))
+        raise _rebuild(refusal, scrub(str(refusal), secrets)) from None
     except Exception as error:
         translated = translator(error, f"{operation} {target}")
         if translated is None:
@@ -99,8 +187,23 @@ def translate_errors(
             translated = InternalError(
                 f"Unexpected error during {operation} {target}: {type(error).__name__}: {error}"
             )
+        translated = _finished(translated, operation, target, backend)
         translated = _rebuild(translated, scrub(str(translated), secrets))
         raise translated from None
+
+
+def _finished(
+    error: LanceNamespaceError, operation: str, target: str, backend: str
+) -> LanceNamespaceError:
+    """``error`` as it leaves an operation: Lance's phrase first; a refusal that does not say
+    which operation it refused on which backend says so."""
+    if (
+        isinstance(error, UnsupportedOperationError)
+        and backend
+        and not is_worded_refusal(error, backend)
+    ):
+        return _rebuild(error, str(unsupported(f"{operation} {target}", backend, str(error))))
+    return with_lance_phrase(error)
 
 
 def no_translation(error: BaseException, context: str) -> LanceNamespaceError | None:

@@ -58,6 +58,7 @@ from .config import (
     positive_float,
     positive_int,
 )
+from .errors import lance_error
 from .identifiers import NameRules, Path, describe
 from .schema import CatalogColumn
 from .tables import EXTERNAL_TABLE, TableEntry, join_location
@@ -657,7 +658,7 @@ class GlueNamespace(CatalogNamespace):
         # rarely made, so their names are known from a listing at most 30 s old (our own
         # catalog changes refresh it at once).
         if path[-1] in self._child_catalogs_recently(path[:-1]):
-            raise NamespaceAlreadyExistsError(f"Namespace {describe(path)} already exists")
+            raise lance_error(NamespaceAlreadyExistsError, describe(path))
         try:
             self.glue.create_database(
                 DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
@@ -671,12 +672,11 @@ class GlueNamespace(CatalogNamespace):
                         "creation of %s took effect before its reply was lost", describe(path)
                     )
                     return
-                raise NamespaceAlreadyExistsError(
-                    f"Namespace {describe(path)} already exists"
-                ) from None
+                raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
             if code == "EntityNotFoundException":
-                raise NamespaceNotFoundError(
-                    f"Parent catalog {describe(path[:-1])} of {describe(path)} does not exist"
+                raise lance_error(
+                    NamespaceNotFoundError,
+                    f"parent catalog {describe(path[:-1])} of {describe(path)}",
                 ) from None
             raise
 
@@ -705,17 +705,13 @@ class GlueNamespace(CatalogNamespace):
                 "under the account's root catalog; deeper catalogs come from federation"
             )
         if self._get_database(path) is not None:
-            raise NamespaceAlreadyExistsError(
-                f"Namespace {describe(path)} already exists as a database"
-            )
+            raise lance_error(NamespaceAlreadyExistsError, describe(path), "(as a database)")
         self._forget_catalog_names()
         try:
             self.glue.create_catalog(Name=name, CatalogInput={"Parameters": parameters, **fields})
         except Exception as error:
             if _error_code(error) == "AlreadyExistsException":
-                raise NamespaceAlreadyExistsError(
-                    f"Namespace {describe(path)} already exists"
-                ) from None
+                raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
             raise
 
     def _catalog_replace_namespace_properties(
@@ -723,7 +719,7 @@ class GlueNamespace(CatalogNamespace):
     ) -> None:
         found = self._kind(path)
         if found is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         kind, _ = found
         if KIND_PROPERTY in properties and self._requested_kind(properties) != kind:
             raise InvalidInputError(
@@ -767,7 +763,7 @@ class GlueNamespace(CatalogNamespace):
         if kind is None:
             found = self._kind(path)
             if found is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
             kind = found[0]
         self._forget_kinds()
         if kind == "database":
@@ -776,13 +772,13 @@ class GlueNamespace(CatalogNamespace):
             deleted = self._call("delete_catalog", CatalogId=self._catalog_id(path))
             self._forget_catalog_names()
         if deleted is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
 
     def _catalog_list_namespaces(self, path: Path) -> list[str]:
         if path:
             found = self._kind(path)
             if found is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
             if found[0] == "database":
                 return []  # databases hold tables only
         # Two independent listings: ask for both at once.
@@ -790,7 +786,7 @@ class GlueNamespace(CatalogNamespace):
         databases = self._database_names(path)
         catalogs = catalogs_future.result()
         if databases is None or catalogs is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         return databases + catalogs
 
     # ----------------------------------------------------------------------------------------
@@ -811,7 +807,7 @@ class GlueNamespace(CatalogNamespace):
             found = self._kind(path)
             if found is not None and found[0] == "catalog":
                 return []  # catalogs hold databases, not tables
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         return [
             item["Name"]
             for item in items
@@ -872,12 +868,10 @@ class GlueNamespace(CatalogNamespace):
                             describe((*path, entry.name)),
                         )
                         return
-                raise TableAlreadyExistsError(
-                    f"Table {describe((*path, entry.name))} already exists"
-                ) from None
+                raise lance_error(TableAlreadyExistsError, describe((*path, entry.name))) from None
             if code == "EntityNotFoundException":
-                raise NamespaceNotFoundError(
-                    f"Namespace {describe(path)} of table {entry.name!r} does not exist"
+                raise lance_error(
+                    NamespaceNotFoundError, f"{describe(path)} (of table {entry.name!r})"
                 ) from None
             raise
 
@@ -899,9 +893,7 @@ class GlueNamespace(CatalogNamespace):
         except Exception as error:
             code = _error_code(error)
             if code == "EntityNotFoundException":
-                raise TableNotFoundError(
-                    f"Table {describe((*path, entry.name))} does not exist"
-                ) from None
+                raise lance_error(TableNotFoundError, describe((*path, entry.name))) from None
             if code == "ConcurrentModificationException":
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, entry.name))} changed concurrently"
@@ -987,12 +979,12 @@ class GlueNamespace(CatalogNamespace):
             "delete_table", DatabaseName=path[-1], Name=name, **self._ids(path[:-1])
         )
         if deleted is None:
-            raise TableNotFoundError(f"Table {describe((*path, name))} does not exist")
+            raise lance_error(TableNotFoundError, describe((*path, name)))
 
     def _catalog_table_base(self, path: Path) -> str:
         database = self._get_database(path)
         if database is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         if database.get("LocationUri"):
             return database["LocationUri"]
         return join_location(self.root, *path)

@@ -62,6 +62,7 @@ from ._hms_transport import (
 )
 from .base import CatalogNamespace
 from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
+from .errors import lance_error
 from .identifiers import NameRules, Path, describe
 from .retries import Backoff
 from .schema import CatalogColumn
@@ -245,7 +246,7 @@ class _HiveNamespace(CatalogNamespace):
         ):
             return InvalidInputError(f"Hive Metastore refused to {context}: {message}")
         if isinstance(error, (ttypes.NoSuchObjectException, ttypes.UnknownDBException)):
-            return NamespaceNotFoundError(f"Not found while trying to {context}: {message}")
+            return lance_error(NamespaceNotFoundError, f"while trying to {context}:", message)
         if isinstance(error, ttypes.MetaException):
             return InternalError(f"Hive Metastore failed to {context}: {message}")
         return None
@@ -328,18 +329,16 @@ class _HiveNamespace(CatalogNamespace):
         try:
             self._call("create_database", self._database_object(path, properties), idempotent=False)
         except ttypes.AlreadyExistsException:
-            raise NamespaceAlreadyExistsError(
-                f"Namespace {describe(path)} already exists"
-            ) from None
+            raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
         except ttypes.NoSuchObjectException:
-            raise NamespaceNotFoundError(
-                f"Catalog {describe(path[:-1])} of {describe(path)} does not exist"
+            raise lance_error(
+                NamespaceNotFoundError, f"catalog {describe(path[:-1])} of {describe(path)}"
             ) from None
         except ttypes.InvalidObjectException as error:
             # HMS 3 answers a missing catalog with InvalidObjectException("No such catalog").
             if len(path) > 1 and not self._check_catalog(path[0]):
-                raise NamespaceNotFoundError(
-                    f"Catalog {describe(path[:-1])} of {describe(path)} does not exist"
+                raise lance_error(
+                    NamespaceNotFoundError, f"catalog {describe(path[:-1])} of {describe(path)}"
                 ) from None
             raise InvalidInputError(
                 f"Hive Metastore refused namespace {describe(path)}: {error.message}"
@@ -348,7 +347,7 @@ class _HiveNamespace(CatalogNamespace):
     def _replace_database_properties(self, path: Path, properties: Mapping[str, str]) -> None:
         current = self._get("get_database", self._db_ref(path))
         if current is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         replacement = self._database_object(path, properties)
         if replacement.locationUri is None:
             replacement.locationUri = current.locationUri  # HMS requires one
@@ -365,7 +364,7 @@ class _HiveNamespace(CatalogNamespace):
             # deleteData=False: dropping a namespace deregisters tables, never deletes data.
             self._call("drop_database", self._db_ref(path), False, cascade, idempotent=False)
         except ttypes.NoSuchObjectException:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
+            raise lance_error(NamespaceNotFoundError, describe(path)) from None
 
     def _list_databases(self, catalog: str | None) -> list[str]:
         if catalog is None:
@@ -378,13 +377,13 @@ class _HiveNamespace(CatalogNamespace):
 
     def _catalog_list_lance_tables(self, path: Path) -> list[str]:
         if self._get("get_database", self._db_ref(path)) is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         try:
             return list(
                 self._call("get_table_names_by_filter", self._db_ref(path), LANCE_FILTER, -1)
             )
         except ttypes.UnknownDBException:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
+            raise lance_error(NamespaceNotFoundError, describe(path)) from None
 
     def _get_table(self, path: Path, name: str) -> Any:
         """The Thrift table, or None (``get_table_req``: HMS 2.3 to 4; 4 has no ``get_table``)."""
@@ -458,18 +457,16 @@ class _HiveNamespace(CatalogNamespace):
             except TRANSPORT_ERRORS:
                 self._finish_lost_create(path, entry, table)
         except ttypes.AlreadyExistsException:
-            raise TableAlreadyExistsError(
-                f"Table {describe((*path, entry.name))} already exists"
-            ) from None
+            raise lance_error(TableAlreadyExistsError, describe((*path, entry.name))) from None
         except (ttypes.NoSuchObjectException, ttypes.UnknownDBException):
-            raise NamespaceNotFoundError(
-                f"Namespace {describe(path)} of table {entry.name!r} does not exist"
+            raise lance_error(
+                NamespaceNotFoundError, f"{describe(path)} (of table {entry.name!r})"
             ) from None
         except ttypes.InvalidObjectException as error:
             # HMS 2.x answers a missing database with InvalidObjectException.
             if self._get("get_database", self._db_ref(path)) is None:
-                raise NamespaceNotFoundError(
-                    f"Namespace {describe(path)} of table {entry.name!r} does not exist"
+                raise lance_error(
+                    NamespaceNotFoundError, f"{describe(path)} (of table {entry.name!r})"
                 ) from None
             raise InvalidInputError(
                 f"Hive Metastore refused table {describe((*path, entry.name))}: {error.message}"
@@ -499,7 +496,7 @@ class _HiveNamespace(CatalogNamespace):
     ) -> None:
         current = self._get_table(path, entry.name)
         if current is None:
-            raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+            raise lance_error(TableNotFoundError, describe((*path, entry.name)))
         replacement = self._table_object(path, entry, columns)
         if columns is None:
             replacement.sd.cols = current.sd.cols if current.sd else []
@@ -533,7 +530,7 @@ class _HiveNamespace(CatalogNamespace):
         try:
             current = self._get_table(path, expected.name)
             if current is None:
-                raise TableNotFoundError(f"Table {describe((*path, expected.name))} does not exist")
+                raise lance_error(TableNotFoundError, describe((*path, expected.name)))
             if _changed(expected, current):
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, expected.name))} changed concurrently"
@@ -598,7 +595,7 @@ class _HiveNamespace(CatalogNamespace):
             raise
         except ttypes.InvalidOperationException:
             if self._get_table(path, expected.name) is None:
-                raise TableNotFoundError(f"Table {name} does not exist") from None
+                raise lance_error(TableNotFoundError, name) from None
             raise
         except TRANSPORT_ERRORS as error:
             # The outcome is unknown: read back whether this very commit took effect.
@@ -734,7 +731,7 @@ class _HiveNamespace(CatalogNamespace):
         try:
             current = self._get_table(path, entry.name)
             if current is None:
-                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+                raise lance_error(TableNotFoundError, describe((*path, entry.name)))
             wanted = [ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns]
             current.sd.cols = wanted
             try:
@@ -762,15 +759,15 @@ class _HiveNamespace(CatalogNamespace):
         try:
             current = self._get_table(path, entry.name)
             if current is None:
-                raise TableNotFoundError(f"Table {describe((*path, entry.name))} does not exist")
+                raise lance_error(TableNotFoundError, describe((*path, entry.name)))
             current.tableName = new_name
             current.dbName = new_path[-1]
             try:
                 self._alter_managed(path, entry.name, current, lock_id is not None)
             except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
                 if self._get_table(new_path, new_name) is not None:
-                    raise TableAlreadyExistsError(
-                        f"Table {describe((*new_path, new_name))} already exists"
+                    raise lance_error(
+                        TableAlreadyExistsError, describe((*new_path, new_name))
                     ) from None
                 raise InvalidInputError(
                     f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
@@ -784,7 +781,7 @@ class _HiveNamespace(CatalogNamespace):
         try:
             self._call("drop_table", self._db_ref(path), name, False, idempotent=False)
         except ttypes.NoSuchObjectException:
-            raise TableNotFoundError(f"Table {describe((*path, name))} does not exist") from None
+            raise lance_error(TableNotFoundError, describe((*path, name))) from None
 
     def _catalog_table_base(self, path: Path) -> str:
         """The database's own location first (as on Glue), then the root.
@@ -830,7 +827,7 @@ class Hive2Namespace(_HiveNamespace):
     def _catalog_list_namespaces(self, path: Path) -> list[str]:
         if path:
             if self._get_database_props(path) is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
             return []
         return self._list_databases(None)
 
@@ -925,13 +922,11 @@ class Hive3Namespace(_HiveNamespace):
                     idempotent=False,
                 )
             except ttypes.AlreadyExistsException:
-                raise NamespaceAlreadyExistsError(
-                    f"Namespace {describe(path)} already exists"
-                ) from None
+                raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
             return
         if not self._check_catalog(path[0]):
-            raise NamespaceNotFoundError(
-                f"Catalog {describe(path[:1])} of {describe(path)} does not exist"
+            raise lance_error(
+                NamespaceNotFoundError, f"catalog {describe(path[:1])} of {describe(path)}"
             )
         self._create_database(path, properties)
 
@@ -976,7 +971,7 @@ class Hive3Namespace(_HiveNamespace):
         try:
             self._call("drop_catalog", ttypes.DropCatalogRequest(path[0]), idempotent=False)
         except ttypes.NoSuchObjectException:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist") from None
+            raise lance_error(NamespaceNotFoundError, describe(path)) from None
 
     def _catalog_list_namespaces(self, path: Path) -> list[str]:
         if not path:
@@ -984,7 +979,7 @@ class Hive3Namespace(_HiveNamespace):
                 return list(self._call("get_catalogs").names)
             return [DEFAULT_CATALOG]
         if self._catalog_get_namespace(path) is None:
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         if len(path) == 2:
             return []
         return self._catalog_databases(path[0])
@@ -992,10 +987,10 @@ class Hive3Namespace(_HiveNamespace):
     def _catalog_list_lance_tables(self, path: Path) -> list[str]:
         if len(path) < 2:
             if self._catalog_get_namespace(path) is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(path))
             return []  # catalogs hold databases, not tables
         if not self._check_catalog(path[0]):
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         return super()._catalog_list_lance_tables(path)
 
     def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
@@ -1007,7 +1002,7 @@ class Hive3Namespace(_HiveNamespace):
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> None:
         if not self._check_catalog(path[0]):
-            raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
+            raise lance_error(NamespaceNotFoundError, describe(path))
         super()._catalog_create_table(path, entry, columns)
 
 

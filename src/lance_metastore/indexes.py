@@ -30,6 +30,7 @@ from lance_namespace.errors import (
 from lance_namespace_urllib3_client.models import IndexContent
 
 from .datasets import lance_errors
+from .errors import lance_error
 from .identifiers import describe
 from .requests import coerce_request, request_id
 
@@ -97,10 +98,10 @@ class TableIndexOps:
             )
         dataset = self._dataset(path, entry)
         if dataset.schema.get_field_index(req.column) < 0:
-            raise TableColumnNotFoundError(f"Column {req.column!r} does not exist in {target}")
+            raise lance_error(TableColumnNotFoundError, f"column {req.column!r} in {target}")
         index_name = req.name or f"{req.column}_idx"
         if index_name in {index.name for index in dataset.describe_indices()}:
-            raise TableIndexAlreadyExistsError(f"Index {index_name!r} of {target} already exists")
+            raise lance_error(TableIndexAlreadyExistsError, f"index {index_name!r} of {target}")
         with lance_errors(f"create index {index_name!r} on", target):
             if index_type in VECTOR_INDEX_TYPES:
                 options = {
@@ -181,7 +182,7 @@ class TableIndexOps:
 
 def _require_index(dataset: Any, index_name: str, target: str) -> None:
     if index_name not in {index.name for index in dataset.describe_indices()}:
-        raise TableIndexNotFoundError(f"Index {index_name!r} of {target} does not exist")
+        raise lance_error(TableIndexNotFoundError, f"index {index_name!r} of {target}")
 
 
 def _index_contents(dataset: Any) -> list[IndexContent]:

@@ -45,6 +45,7 @@ from lance_namespace.errors import (
 from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
 from .datasets import json_arrow_type, lance_errors
+from .errors import lance_error
 from .identifiers import Path, describe, join_identifier, split_identifier
 from .requests import coerce_request, request_id
 
@@ -111,7 +112,7 @@ class TableLifecycleOps:
                         "operation": type(transaction.operation).__name__,
                         "read_version": str(transaction.read_version),
                     }
-        raise TransactionNotFoundError(f"Transaction {wanted!r} of {target} does not exist")
+        raise lance_error(TransactionNotFoundError, f"{wanted!r} of {target}")
 
     def rename_table(self: CatalogNamespace, request: Any = None) -> RenameTableResponse:
         raw_id = request_id(request)
@@ -121,15 +122,18 @@ class TableLifecycleOps:
             new_namespace = path if req.new_namespace_id is None else req.new_namespace_id
             new_path, new_name = self._table_path([*new_namespace, req.new_table_name])
             if (new_path, new_name) == (path, name):
-                raise TableAlreadyExistsError(
-                    f"Cannot rename {describe((*path, name))} onto itself"
+                raise lance_error(
+                    TableAlreadyExistsError,
+                    describe((*path, name)),
+                    "(a table cannot be renamed onto itself)",
                 )
             if new_path != path and self._catalog_get_namespace(new_path) is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(new_path)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(new_path))
             if self._catalog_get_table(new_path, new_name) is not None:
-                raise TableAlreadyExistsError(
-                    f"Cannot rename {describe((*path, name))}: table "
-                    f"{describe((*new_path, new_name))} already exists"
+                raise lance_error(
+                    TableAlreadyExistsError,
+                    describe((*new_path, new_name)),
+                    f"(cannot rename {describe((*path, name))} to it)",
                 )
             self._catalog_rename_table(path, entry, new_path, new_name)
             return RenameTableResponse()
@@ -158,7 +162,7 @@ class TableLifecycleOps:
             req = coerce_request(request, ListTablesRequest)
             start = self._namespace_path(req.id)
             if start and self._catalog_get_namespace(start) is None:
-                raise NamespaceNotFoundError(f"Namespace {describe(start)} does not exist")
+                raise lance_error(NamespaceNotFoundError, describe(start))
             include_declared = req.include_declared is not False
 
             def fetch() -> list[str]:
@@ -325,7 +329,7 @@ def _require_field(schema: Any, field_path: str, target: str) -> Any:
     for part in field_path.split("."):
         index = current.get_field_index(part) if current is not None else -1
         if index < 0:
-            raise TableColumnNotFoundError(f"Column {field_path!r} does not exist in {target}")
+            raise lance_error(TableColumnNotFoundError, f"column {field_path!r} in {target}")
         found = current.field(index)
         current = found.type if hasattr(found.type, "get_field_index") else None
     return found

@@ -40,6 +40,7 @@ from lance_namespace.errors import (
 from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
 from .datasets import lance_errors
+from .errors import lance_error
 from .identifiers import describe
 from .requests import coerce_request, request_id
 
@@ -55,7 +56,7 @@ def _check_ref_name(name: str, what: str) -> str:
 
 def _reference(version: int, branch: str | None, what: str) -> Any:
     if version < 1:
-        raise TableVersionNotFoundError(f"Version {version} of {what} does not exist")
+        raise lance_error(TableVersionNotFoundError, f"version {version} of {what}")
     return (branch, version) if branch else version
 
 
@@ -95,8 +96,8 @@ class TableRefOps:
             dataset = self._dataset(path, entry)
             found = dataset.tags.list()
             if tag not in found:
-                raise TableTagNotFoundError(
-                    f"Tag {tag!r} of table {describe((*path, name))} does not exist"
+                raise lance_error(
+                    TableTagNotFoundError, f"tag {tag!r} of table {describe((*path, name))}"
                 )
             return GetTableTagVersionResponse(
                 version=found[tag]["version"], branch=found[tag].get("branch")
@@ -180,14 +181,14 @@ class TableRefOps:
                 )
             dataset = self._dataset(path, entry)
             if branch in dataset.branches.list():
-                raise TableBranchAlreadyExistsError(f"Branch {branch!r} of {target} exists")
+                raise lance_error(TableBranchAlreadyExistsError, f"branch {branch!r} of {target}")
             source = req.from_branch or None
             if source and source not in dataset.branches.list():
-                raise TableBranchNotFoundError(f"Branch {source!r} of {target} does not exist")
+                raise lance_error(TableBranchNotFoundError, f"branch {source!r} of {target}")
             reference: Any = (source, req.from_version) if source else req.from_version
             if req.from_version is not None and req.from_version < 1:
-                raise TableVersionNotFoundError(
-                    f"Version {req.from_version} of {target} does not exist"
+                raise lance_error(
+                    TableVersionNotFoundError, f"version {req.from_version} of {target}"
                 )
             with lance_errors(f"create branch {branch!r} of", target):
                 dataset.create_branch(branch, reference, self.storage_options or None)
@@ -202,7 +203,7 @@ class TableRefOps:
             branch = _check_ref_name(req.name, "branch")
             target = f"table {describe((*path, name))}"
             if self._managed_versioning(entry):
-                raise TableBranchNotFoundError(f"Branch {branch!r} of {target} does not exist")
+                raise lance_error(TableBranchNotFoundError, f"branch {branch!r} of {target}")
             dataset = self._dataset(path, entry)
             with lance_errors(f"delete branch {branch!r} of", target):
                 dataset.branches.delete(branch)
