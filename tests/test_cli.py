@@ -166,9 +166,7 @@ def test_hive2_commands(hive_metastore_uri: str, tmp_path: Path) -> None:
     assert described["kind"] == "namespace" and described["properties"]["tier"] == "gold"
     assert "tier" in cli("describe", db).stdout
     missing = cli("describe", f"{db}$nope", code=14)
-    assert error_line(missing) == (
-        f"error [code 4 TABLE_NOT_FOUND]: Table not found: '{db}$nope'"
-    )
+    assert error_line(missing) == f"error [code 4 TABLE_NOT_FOUND]: Table not found: '{db}$nope'"
     missing_json = cli("--json", "describe", f"{db}$nope", code=14)
     assert json.loads(missing_json.stdout)["error"]["code"] == 4
     assert cli("describe", "--table", f"{db}$a$b", code=23).stderr.startswith(

@@ -14,11 +14,19 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
-from lance_namespace.errors import ErrorCode, InvalidInputError
+from lance_namespace.errors import (
+    ErrorCode,
+    InternalError,
+    InvalidInputError,
+    NamespaceNotEmptyError,
+    TableNotFoundError,
+    UnsupportedOperationError,
+)
 
 import lance_metastore
 from lance_metastore import impls
 from lance_metastore.bulk import PLANNED, find_datasets, register_many, table_name_for
+from lance_metastore.errors import lance_error, no_translation, translate_errors
 from lance_metastore.identifiers import parse_identifier
 from lance_metastore.redaction import REDACTED, is_secret, masked, scrub, secret_values
 from lance_metastore.spark import options
@@ -147,6 +155,29 @@ def test_one_secret_rule() -> None:
 # --------------------------------------------------------------------------------------------
 # bulk registration planning
 # --------------------------------------------------------------------------------------------
+
+
+def test_errors_leave_worded_as_lance_words_them() -> None:
+    """Lance's phrase first (even on a catalog's own text), a refusal names the operation and
+    the backend (a NotImplementedError inside an operation included), a fault stays 18."""
+    assert str(lance_error(TableNotFoundError, "'db$t'")) == "Table not found: 'db$t'"
+
+    def failure(error: Exception) -> Exception:
+        translated = translate_errors("drop table", "'db$t'", no_translation, backend="HiveNS")
+        with pytest.raises(Exception) as raised, translated:
+            raise error
+        return raised.value
+
+    catalogs_words = failure(NamespaceNotEmptyError("'db' holds tables"))
+    assert str(catalogs_words) == "Namespace not empty: 'db' holds tables"
+    for refusal in (
+        NotImplementedError("no such thing"),
+        UnsupportedOperationError("no such thing"),
+    ):
+        error = failure(refusal)
+        assert type(error) is UnsupportedOperationError
+        assert str(error) == "Not supported: drop table 'db$t' on HiveNS: no such thing"
+    assert type(failure(KeyError("x"))) is InternalError
 
 
 def test_bulk_plan(tmp_path: Path) -> None:

@@ -852,6 +852,8 @@ class CatalogNamespace(
 
 
 def _target(raw_id: Any) -> str:
+    if raw_id is None:  # an operation over several objects (a batch) names them itself
+        return ""
     try:
         return describe(split_identifier(raw_id))
     except LanceNamespaceError:

@@ -169,32 +169,31 @@ def translate_errors(
     :class:`UnsupportedOperationError` naming the operation and ``backend``.
     """
     secrets = tuple(secrets)
+    attempt = " ".join(part for part in (operation, target) if part)
     try:
         yield
     except LanceNamespaceError as error:
-        finished = _finished(error, operation, target, backend)
+        finished = _finished(error, attempt, backend)
         cleaned = scrub(str(finished), secrets)
         if finished is error and cleaned == str(error):
             raise
         raise _rebuild(finished, cleaned) from None
     except NotImplementedError as error:
-        refusal = unsupported(f"{operation} {target}", backend or "this catalog", str(error))
+        refusal = unsupported(attempt, backend or "this catalog", str(error))
         raise _rebuild(refusal, scrub(str(refusal), secrets)) from None
     except Exception as error:
-        translated = translator(error, f"{operation} {target}")
+        translated = translator(error, attempt)
         if translated is None:
-            logger.debug("unexpected error during %s %s", operation, target, exc_info=True)
+            logger.debug("unexpected error during %s", attempt, exc_info=True)
             translated = InternalError(
-                f"Unexpected error during {operation} {target}: {type(error).__name__}: {error}"
+                f"Unexpected error during {attempt}: {type(error).__name__}: {error}"
             )
-        translated = _finished(translated, operation, target, backend)
+        translated = _finished(translated, attempt, backend)
         translated = _rebuild(translated, scrub(str(translated), secrets))
         raise translated from None
 
 
-def _finished(
-    error: LanceNamespaceError, operation: str, target: str, backend: str
-) -> LanceNamespaceError:
+def _finished(error: LanceNamespaceError, attempt: str, backend: str) -> LanceNamespaceError:
     """``error`` as it leaves an operation: Lance's phrase first; a refusal that does not say
     which operation it refused on which backend says so."""
     if (
@@ -202,7 +201,7 @@ def _finished(
         and backend
         and not is_worded_refusal(error, backend)
     ):
-        return _rebuild(error, str(unsupported(f"{operation} {target}", backend, str(error))))
+        return _rebuild(error, str(unsupported(attempt, backend, str(error))))
     return with_lance_phrase(error)
 
 

@@ -1,8 +1,8 @@
 """The one rule for secrets: which properties are secret, how they are masked and scrubbed.
 
 Everything that shows, logs or reports a property or a message (a namespace's ``repr`` and
-errors, the log record factory, the command line, the Spark data source) asks here, so a
-secret hidden in one place is hidden in all of them.
+errors, the log record factory, the command line, the Spark data source, the REST server's
+answers) asks here, so a secret hidden in one place is hidden in all of them.
 """
 
 from __future__ import annotations
@@ -60,3 +60,51 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
         if secret and len(secret) >= MIN_SCRUBBED_LENGTH and secret in text:
             text = text.replace(secret, REDACTED)
     return text
+
+
+# The exemption the access-control issue (#26) plugs into: storage options a namespace vended
+# for one caller and one table carry their expiry under this key (as DirectoryNamespace's
+# credential vendors mark theirs). Such short-lived, scoped credentials may leave a server; the
+# credentials it was configured with never do, vended or not.
+VENDED_CREDENTIALS_MARKER = "expires_at_millis"
+STORAGE_OPTIONS_FIELD = "storage_options"
+
+
+def shareable_storage_options(
+    options: Mapping[str, object], configured_secrets: Iterable[str]
+) -> dict[str, object]:
+    """The storage options a server may hand its clients.
+
+    Every option the secret rule calls secret is dropped, unless the options were vended
+    (they carry :data:`VENDED_CREDENTIALS_MARKER`); even then no value the server was
+    configured with passes. Endpoint, region, ``allow_http`` and the like pass as they are.
+    """
+    configured = frozenset(configured_secrets)
+    vended = VENDED_CREDENTIALS_MARKER in options
+    return {
+        name: value
+        for name, value in options.items()
+        if str(value) not in configured and (vended or not looks_secret(name))
+    }
+
+
+def shareable(payload: object, configured_secrets: Iterable[str]) -> object:
+    """A server's answer (JSON-shaped) without the secrets the server was configured with:
+    ``storage_options`` maps pass through :func:`shareable_storage_options`; anywhere else a
+    map entry holding a configured secret is dropped and a string holding one is scrubbed."""
+    configured = frozenset(configured_secrets)
+    if isinstance(payload, Mapping):
+        kept: dict[object, object] = {}
+        for key, value in payload.items():
+            if isinstance(value, str) and value in configured:
+                continue
+            if key == STORAGE_OPTIONS_FIELD and isinstance(value, Mapping):
+                kept[key] = shareable_storage_options(value, configured)
+            else:
+                kept[key] = shareable(value, configured)
+        return kept
+    if isinstance(payload, list):
+        return [shareable(item, configured) for item in payload]
+    if isinstance(payload, str):
+        return scrub(payload, configured)
+    return payload

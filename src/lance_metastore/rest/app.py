@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from lance_namespace.errors import ErrorCode, LanceNamespaceError, UnsupportedOperationError
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -29,6 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..errors import is_worded_refusal, known_secrets, unsupported
+from ..redaction import shareable
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply
 from .security import (
     DEFAULT_MAX_BODY_BYTES,
@@ -169,9 +171,25 @@ def _route_priority(operation: Operation) -> tuple[int, int]:
     return (1, -len([part for part in tail.split("/") if part]))
 
 
+def spec_error(
+    error: LanceNamespaceError | NotImplementedError, operation: Operation, backend: str
+) -> LanceNamespaceError:
+    """What a namespace's failure answers: its own spec error, except that every refusal (the
+    spec's ``UnsupportedOperationError``, or a ``NotImplementedError`` from the namespace or a
+    library under it) answers 406 with code 0 naming the operation and the backend, as
+    pylance's own server answers what its namespace does not implement. Only what is neither
+    is a fault (500, code 18)."""
+    if isinstance(error, LanceNamespaceError) and not (
+        isinstance(error, UnsupportedOperationError) and not is_worded_refusal(error, backend)
+    ):
+        return error
+    return unsupported(operation.name, backend, str(error))
+
+
 def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., Any]:
     method = getattr(namespace, operation.method_name)
     raw_route = _raw_route_pattern(operation)
+    backend = type(namespace).__name__
 
     async def endpoint(request: Request) -> Response:
         scope = request.scope
@@ -186,8 +204,9 @@ def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., 
             else:
                 result = await run_in_threadpool(method, model)
             return _render(operation, result)
-        except LanceNamespaceError as error:
-            return error_response(error.code, str(error), scope)
+        except (LanceNamespaceError, NotImplementedError) as error:
+            answer = spec_error(error, operation, backend)
+            return error_response(answer.code, str(answer), scope)
         except BodyTooLarge as error:
             return error_response(ErrorCode.INVALID_INPUT, str(error), scope, status=413)
         except BadRequest as error:
@@ -396,7 +415,12 @@ def _context_headers(result: Any) -> dict[str, str]:
 
 
 def _render(operation: Operation, result: Any) -> Response:
-    headers = _context_headers(result)
+    """The response, without any secret the server was configured with (``redaction.shareable``:
+    static keys, secrets and tokens never leave; credentials vended for one caller may)."""
+    secrets = known_secrets()
+    headers = {
+        name: value for name, value in _context_headers(result).items() if value not in secrets
+    }
     reply = operation.reply
     if reply is Reply.EMPTY:
         return Response(status_code=200, headers=headers)
@@ -409,12 +433,12 @@ def _render(operation: Operation, result: Any) -> Response:
             count = result.get("count")
         return JSONResponse(int(count), headers=headers)
     if reply is Reply.TEXT:
-        return JSONResponse(str(result), headers=headers)
+        return JSONResponse(shareable(str(result), secrets), headers=headers)
     if reply is Reply.MAP:
         metadata = getattr(result, "metadata", None)
         if metadata is None and isinstance(result, dict):
             metadata = result.get("metadata", result)
-        return JSONResponse(dict(metadata or {}), headers=headers)
+        return JSONResponse(shareable(dict(metadata or {}), secrets), headers=headers)
     if result is None:
         return JSONResponse({}, headers=headers)
-    return JSONResponse(_plain(result), headers=headers)
+    return JSONResponse(shareable(_plain(result), secrets), headers=headers)
