@@ -26,6 +26,7 @@ from lance_namespace.errors import (
 import lance_metastore
 from lance_metastore import impls
 from lance_metastore.bulk import PLANNED, find_datasets, register_many, table_name_for
+from lance_metastore.datasets import lance_errors
 from lance_metastore.errors import lance_error, no_translation, translate_errors
 from lance_metastore.identifiers import parse_identifier
 from lance_metastore.redaction import REDACTED, is_secret, masked, scrub, secret_values
@@ -178,6 +179,9 @@ def test_errors_leave_worded_as_lance_words_them() -> None:
         assert type(error) is UnsupportedOperationError
         assert str(error) == "Not supported: drop table 'db$t' on HiveNS: no such thing"
     assert type(failure(KeyError("x"))) is InternalError
+    # Lance's own refusal, raised as a RuntimeError by pylance, is a refusal too
+    with pytest.raises(UnsupportedOperationError), lance_errors("rename", "'db$t'"):
+        raise RuntimeError("Not supported: rename_table not implemented, namespace.rs:292:13")
 
 
 def test_bulk_plan(tmp_path: Path) -> None:

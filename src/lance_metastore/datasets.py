@@ -61,6 +61,8 @@ _CONFLICT = re.compile(
 _RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE | re.DOTALL), error)
     for pattern, error in (
+        # Lance's refusals ("Not supported: ...", "... not implemented"): code 0, not 18
+        (r"not supported: |not implemented", UnsupportedOperationError),
         (r"branch .*already exists", TableBranchAlreadyExistsError),
         (r"branch .*(not found|does not exist)", TableBranchNotFoundError),
         (r"tag .*already exists|tag .*exists already", TableTagAlreadyExistsError),
