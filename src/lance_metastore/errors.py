@@ -38,10 +38,10 @@ from .redaction import MIN_SCRUBBED_LENGTH, scrub
 
 logger = logging.getLogger("lance_metastore")
 
-# A backend's translator turns a client-library exception into a namespace error, or returns
-# None when it does not recognise the exception (it then becomes an InternalError).
 NamespaceErrorT = TypeVar("NamespaceErrorT", bound=LanceNamespaceError)
 
+# A backend's translator turns a client-library exception into a namespace error, or returns
+# None when it does not recognise the exception (it then becomes an InternalError).
 Translator = Callable[[BaseException, str], "LanceNamespaceError | None"]
 
 

@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import is_worded_refusal, known_secrets, unsupported
-from ..redaction import shareable
+from ..redaction import scrub, shareable
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply
 from .security import (
     DEFAULT_MAX_BODY_BYTES,
@@ -176,9 +176,9 @@ def spec_error(
 ) -> LanceNamespaceError:
     """What a namespace's failure answers: its own spec error, except that every refusal (the
     spec's ``UnsupportedOperationError``, or a ``NotImplementedError`` from the namespace or a
-    library under it) answers 406 with code 0 naming the operation and the backend, as
-    pylance's own server answers what its namespace does not implement. Only what is neither
-    is a fault (500, code 18)."""
+    library under it) answers 406 with code 0 naming the operation and the backend, as the
+    spec's error table says (pylance 14's own server answers a ``NotImplementedError`` 500/18).
+    Only what is neither is a fault (500, code 18)."""
     if isinstance(error, LanceNamespaceError) and not (
         isinstance(error, UnsupportedOperationError) and not is_worded_refusal(error, backend)
     ):
@@ -206,7 +206,7 @@ def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., 
             return _render(operation, result)
         except (LanceNamespaceError, NotImplementedError) as error:
             answer = spec_error(error, operation, backend)
-            return error_response(answer.code, str(answer), scope)
+            return error_response(answer.code, scrub(str(answer), known_secrets()), scope)
         except BodyTooLarge as error:
             return error_response(ErrorCode.INVALID_INPUT, str(error), scope, status=413)
         except BadRequest as error:
