@@ -267,7 +267,8 @@ class CatalogNamespace(
         TableAlreadyExistsError if the new name is taken. Whatever fails, the table is left
         with exactly one entry: the old one, or the new one.
         """
-        raise UnsupportedOperationError("this catalog cannot rename tables")
+        # lancedb raises NotImplementedError for a message with these words
+        raise UnsupportedOperationError("rename_table not implemented: this catalog cannot rename")
 
     @abstractmethod
     def _catalog_delete_table(self, path: Path, name: str) -> None:

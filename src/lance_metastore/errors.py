@@ -96,9 +96,10 @@ def unsupported(operation: str, backend: str, reason: str = "") -> UnsupportedOp
     """A refusal worded once, as Lance words its own ("Not supported: ..."): which operation,
     on which backend, and why."""
     message = f"{REFUSAL_PHRASE}: {operation} on {backend}"
-    # Lance's own refusals already start with the words, and name just the operation
+    # Lance's own refusals already start with the words; "<operation> not implemented" stays
+    # (lancedb looks for "rename_table not implemented")
     reason = reason.removeprefix(f"{REFUSAL_PHRASE}: ")
-    if reason in (operation, f"{operation} not implemented"):
+    if reason == operation:
         reason = ""
     return UnsupportedOperationError(f"{message}: {reason}" if reason else message)
 
