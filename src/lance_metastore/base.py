@@ -9,6 +9,7 @@ a handful of primitives that talk to its catalog; it never re-implements a rule.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
@@ -232,13 +233,19 @@ class CatalogNamespace(
         """Create it; raise NamespaceNotFoundError or TableAlreadyExistsError."""
 
     @abstractmethod
-    def _catalog_update_table(
-        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    def _catalog_replace_table(
+        self,
+        path: Path,
+        expected: TableEntry,
+        replacement: TableEntry,
+        columns: list[CatalogColumn] | None,
     ) -> None:
-        """Replace location/parameters (and columns when given) of an existing table.
-
-        Conditional on ``entry.version_token`` where the backend supports it: a concurrent
-        change raises ConcurrentModificationError.
+        """Give the table read as ``expected`` the location and parameters of
+        ``replacement`` (and ``columns``; None keeps the expected ones), only if it is
+        unchanged since: the same conditional path as a managed commit (Glue ``VersionId``,
+        HMS 4's conditional alter, the HMS 2/3 table lock). A lost race raises
+        ConcurrentModificationError and changes nothing; callers retry with
+        :meth:`_retry_conflicts`.
         """
 
     @abstractmethod
@@ -257,7 +264,7 @@ class CatalogNamespace(
         """Replace only the columns of the table read as ``entry``; its parameters stay as the
         catalog holds them. A concurrent change raises ConcurrentModificationError (retried by
         the caller), so a managed commit is never undone."""
-        self._catalog_update_table(path, entry, columns)
+        self._catalog_replace_table(path, entry, entry, columns)
 
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
@@ -407,9 +414,7 @@ class CatalogNamespace(
                 raise TableNotFoundError(
                     f"Table {describe((*path, name))} has no Lance dataset at {entry.location!r}"
                 )
-            columns = catalog_columns(schema)
-            self._catalog_update_table(path, entry, columns)
-            return columns
+            return self._record_columns(path, name, schema)
 
     # ----------------------------------------------------------------------------------------
     # Namespace operations
@@ -592,10 +597,31 @@ class CatalogNamespace(
             except TableAlreadyExistsError:
                 if mode != OVERWRITE:
                     raise
-                existing = self._require_lance_table(path, name)
-                entry.version_token = existing.version_token
-                self._catalog_update_table(path, entry, columns)
+                # Conditional on the entry as read, retried when a commit lands in between:
+                # never a blind write over an entry another writer has just changed.
+                parameters = self._retry_conflicts(
+                    f"Table {describe((*path, name))}",
+                    lambda: self._reregister(path, entry, columns),
+                )
             return RegisterTableResponse(location=location, properties=parameters)
+
+    def _reregister(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> dict[str, str]:
+        """One conditional replacement of an existing entry by ``entry`` (register overwrite);
+        the parameters written. The same managed dataset registered again never takes the
+        catalog back to an older version than it has recorded."""
+        existing = self._require_lance_table(path, entry.name)
+        parameters = entry.parameters
+        if (
+            self._managed_versioning(entry)
+            and self._managed_versioning(existing)
+            and existing.location == entry.location
+        ):
+            parameters = versions.never_behind(parameters, existing.parameters)
+        replacement = dataclasses.replace(entry, parameters=parameters)
+        self._catalog_replace_table(path, existing, replacement, columns)
+        return parameters
 
     def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
         """Registering a dataset as catalog-managed: the catalog starts at its latest version."""
@@ -713,14 +739,21 @@ class CatalogNamespace(
             path, name = self._table_path(req.id)
             if req.version < 1 or not req.manifest_path:
                 raise InvalidInputError("A commit needs a version >= 1 and a manifest_path")
-            entry = self._require_managed_table(path, name)
-            latest = versions.current_version(entry.parameters)
-            versions.check_next(f"table {describe((*path, name))}", latest, req.version)
             commit = versions.Commit(
                 req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
             )
-            committed = commit.parameters(entry.parameters)
-            self._catalog_compare_and_set(path, entry, committed)
+
+            def attempt() -> tuple[TableEntry, dict[str, str]]:
+                # Lost to a write that left the version free (a column sync, say): the commit
+                # is still the next one, so it is made again on the entry as it is now.
+                entry = self._require_managed_table(path, name)
+                latest = versions.current_version(entry.parameters)
+                versions.check_next(f"table {describe((*path, name))}", latest, req.version)
+                committed = commit.parameters(entry.parameters)
+                self._catalog_compare_and_set(path, entry, committed)
+                return entry, committed
+
+            entry, committed = self._retry_conflicts(f"Table {describe((*path, name))}", attempt)
             record = versions.latest_record(committed)
             assert record is not None
             [finalized] = self._finalize(entry, committed, [record])
