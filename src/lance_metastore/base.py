@@ -403,7 +403,10 @@ class CatalogNamespace(
         writers call it (the Spark writer passes the ``schema`` it just committed, so nothing
         is opened again); after another writer (pylance, lancedb) changed a table's schema,
         call it yourself, or run ``lance-metastore sync-columns TABLE``. Without ``schema``
-        the table's latest version is opened to read it.
+        the table's latest version is opened to read it. Only the columns are written,
+        conditionally on the entry just read, and a race lost to a concurrent commit is
+        retried (see :meth:`_record_columns`): it never undoes a commit nor fails because of
+        one.
         """
         with self._operation("sync columns of table", table_id):
             path, name = self._table_path(table_id)
