@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lance_namespace.errors import (
@@ -690,15 +690,44 @@ class _HiveNamespace(CatalogNamespace):
         return self._lock_table(path, entry) if self._managed_versioning(entry) else None
 
     def _alter_managed(self, path: Path, name: str, table: Any, guarded: bool) -> None:
-        """Alter a table that ``table`` was read from. For a catalog-managed table (``guarded``)
-        on HMS 4, whose commits take no lock, the alter is conditional on the revision read and
-        counts it up, so that it never undoes a commit that landed in between (14 instead)."""
-        revision = (table.parameters or {}).get(REVISION_KEY, "")
-        if not (guarded and revision.isdigit() and self._conditional_alter is not False):
-            self._call("alter_table", self._db_ref(path), name, table, idempotent=False)
+        """Alter a table that ``table`` was read from (statistics left alone).
+
+        A catalog-managed table's alter (``guarded``: its lock is held) counts the commit
+        revision up, so that a commit based on the entry as it was before is refused (14)
+        rather than writing that older entry back. On HMS 4, whose commits take no lock, the
+        alter is also conditional on the revision read, so that it never undoes a commit that
+        landed in between (14 instead)."""
+        if not guarded:
+            self._plain_alter(path, name, table)
             return
-        read_parameters = table.parameters
-        table.parameters = {**read_parameters, REVISION_KEY: str(int(revision) + 1)}
+        read_parameters = dict(table.parameters or {})
+        revision = read_parameters.get(REVISION_KEY, "")
+        table.parameters = {
+            **read_parameters,
+            REVISION_KEY: str(int(revision) + 1 if revision.isdigit() else 1),
+        }
+        try:
+            if revision.isdigit() and self._conditional_alter is not False:
+                self._conditional_alter_req(path, name, table, revision)
+            else:
+                self._plain_alter(path, name, table)
+        except BaseException:
+            table.parameters = read_parameters  # not applied: a next alter expects the same
+            raise
+
+    def _plain_alter(self, path: Path, name: str, table: Any) -> None:
+        self._call(
+            "alter_table_with_environment_context",
+            self._db_ref(path),
+            name,
+            table,
+            _no_stats(),
+            idempotent=False,
+        )
+
+    def _conditional_alter_req(self, path: Path, name: str, table: Any, revision: str) -> None:
+        """HMS 4's ``alter_table_req`` applied only while the revision is ``revision``; on a
+        metastore without the call, the plain alter under the lock the caller holds."""
         request = ttypes.AlterTableRequest(
             catName=self._catalog_of(path),
             dbName=path[-1],
@@ -709,23 +738,20 @@ class _HiveNamespace(CatalogNamespace):
         try:
             self._call("alter_table_req", request, idempotent=False)
         except TApplicationException as error:
-            table.parameters = read_parameters
             if error.type != TApplicationException.UNKNOWN_METHOD:
                 raise
             self._conditional_alter = False  # an older metastore: the lock held suffices
-            self._call("alter_table", self._db_ref(path), name, table, idempotent=False)
+            self._plain_alter(path, name, table)
         except ttypes.MetaException as error:
-            table.parameters = read_parameters
             if CONDITION_REFUSED in (error.message or ""):
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, name))} changed concurrently"
                 ) from None
             raise
-        except BaseException:
-            table.parameters = read_parameters  # not applied: a next alter expects the same
-            raise
 
-    def _alter_unchanged(self, path: Path, expected: TableEntry, change: Any) -> None:
+    def _alter_unchanged(
+        self, path: Path, expected: TableEntry, change: Callable[[Any], None]
+    ) -> None:
         """Apply ``change`` to the table read as ``expected`` and write it, only if its commit
         state has not moved since: every read-modify-write of an entry goes through here.
 
