@@ -13,6 +13,7 @@ import dataclasses
 import logging
 import os
 import threading
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -54,6 +55,7 @@ from lance_namespace import (
     TableVersion,
 )
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     LanceNamespaceError,
     NamespaceAlreadyExistsError,
@@ -93,6 +95,10 @@ from .schema import CatalogColumn, catalog_columns
 from .tables import TableEntry
 
 logger = logging.getLogger("lance_metastore")
+
+# How long a commit refused by a write that left its version free is made again (Lance's own
+# retry window for a commit is 30 s).
+COMMIT_RETRY_SECONDS = 10.0
 
 
 class CatalogNamespace(
@@ -745,22 +751,44 @@ class CatalogNamespace(
             commit = versions.Commit(
                 req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
             )
-
-            def attempt() -> tuple[TableEntry, dict[str, str]]:
-                # Lost to a write that left the version free (a column sync, say): the commit
-                # is still the next one, so it is made again on the entry as it is now.
-                entry = self._require_managed_table(path, name)
-                latest = versions.current_version(entry.parameters)
-                versions.check_next(f"table {describe((*path, name))}", latest, req.version)
-                committed = commit.parameters(entry.parameters)
-                self._catalog_compare_and_set(path, entry, committed)
-                return entry, committed
-
-            entry, committed = self._retry_conflicts(f"Table {describe((*path, name))}", attempt)
+            entry, committed = self._commit_next(path, name, req.version, commit.parameters)
             record = versions.latest_record(committed)
             assert record is not None
             [finalized] = self._finalize(entry, committed, [record])
             return CreateTableVersionResponse(version=finalized)
+
+    def _commit_next(
+        self,
+        path: Path,
+        name: str,
+        version: int,
+        parameters_after: Callable[[Mapping[str, str]], dict[str, str]],
+    ) -> tuple[TableEntry, dict[str, str]]:
+        """Compare-and-set the table from its entry to ``parameters_after(entry's)``, which
+        commit ``version``; (the entry it was based on, the parameters written).
+
+        A refusal is final when another commit took the version (14, Lance rebases). When the
+        version is still free, the race was lost to a write that left it so (a column sync,
+        say): the commit is made again at once on the fresh entry, for a short while only,
+        well inside Lance's own retry window, so Lance never has to treat it as unknown.
+        """
+        target = f"table {describe((*path, name))}"
+        deadline = time.monotonic() + COMMIT_RETRY_SECONDS
+        entry = self._require_managed_table(path, name)
+        while True:
+            versions.check_next(target, versions.current_version(entry.parameters), version)
+            committed = parameters_after(entry.parameters)
+            try:
+                self._catalog_compare_and_set(path, entry, committed)
+                return entry, committed
+            except ConcurrentModificationError:
+                current = self._require_managed_table(path, name)
+                moved = versions.current_version(current.parameters) != versions.current_version(
+                    entry.parameters
+                )
+                if moved or time.monotonic() > deadline:
+                    raise
+                entry = current
 
     def _finalize(
         self, entry: TableEntry, committed: Mapping[str, str], records: list[TableVersion]

@@ -272,15 +272,12 @@ class TableDatasets:
     def _retry_conflicts(self: CatalogNamespace, target: str, attempt: Callable[[], T]) -> T:
         """Run ``attempt`` (one conditional catalog write that reads the entry afresh) until it
         stops losing races to concurrent writes; ConcurrentModificationError only once
-        :data:`CONFLICT_RETRY_SECONDS` have passed with every attempt refused. A commit whose
-        version another commit took (:class:`~.versions.VersionTaken`) is not retried."""
+        :data:`CONFLICT_RETRY_SECONDS` have passed with every attempt refused."""
         deadline = time.monotonic() + CONFLICT_RETRY_SECONDS
         tries = 0
         while True:
             try:
                 return attempt()
-            except versions.VersionTaken:
-                raise
             except ConcurrentModificationError:
                 if time.monotonic() > deadline:
                     raise ConcurrentModificationError(

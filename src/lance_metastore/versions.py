@@ -77,16 +77,11 @@ def never_behind(adopted: Mapping[str, str], catalog: Mapping[str, str]) -> dict
     return kept
 
 
-class VersionTaken(ConcurrentModificationError):
-    """The version a commit asks for is committed already: final, never retried by us (Lance
-    rebases and commits the next one)."""
-
-
 def check_next(target: str, latest: int, version: int) -> None:
     """A commit must take the version after the latest: a taken one is a conflict (14), a gap
     a bad request (13)."""
     if version <= latest:
-        raise VersionTaken(
+        raise ConcurrentModificationError(
             f"Version {version} of {target} is already committed (latest is {latest})"
         )
     if version != latest + 1:
