@@ -786,7 +786,8 @@ class CatalogNamespace(
                 moved = versions.current_version(current.parameters) != versions.current_version(
                     entry.parameters
                 )
-                if moved or time.monotonic() > deadline:
+                # Nothing moved at all: not a race with a write (a lock that timed out, say).
+                if moved or current == entry or time.monotonic() > deadline:
                     raise
                 entry = current
 
