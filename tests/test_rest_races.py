@@ -206,7 +206,6 @@ def test_eight_clients_racing_creates_appends_column_syncs_and_drops(served):
         assert int(described.properties["version"]) == dataset.version
         wanted = [(c.name, c.type) for c in catalog_columns(dataset.schema)]
         assert harness.columns(db, name) == wanted
-    print(f"done: {dict(done)}; refused: {len(refused)}", refused[:3])
     assert done["append"] >= CLIENTS and done["schema"] >= 1 and done["lifecycle"] >= 1, (
         done,
         refused[:5],
