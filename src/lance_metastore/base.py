@@ -9,9 +9,11 @@ a handful of primitives that talk to its catalog; it never re-implements a rule.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import threading
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +55,7 @@ from lance_namespace import (
     TableVersion,
 )
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     LanceNamespaceError,
     NamespaceAlreadyExistsError,
@@ -92,6 +95,10 @@ from .schema import CatalogColumn, catalog_columns
 from .tables import TableEntry
 
 logger = logging.getLogger("lance_metastore")
+
+# How long a commit refused by a write that left its version free is made again (Lance's own
+# retry window for a commit is 30 s).
+COMMIT_RETRY_SECONDS = 10.0
 
 
 class CatalogNamespace(
@@ -232,13 +239,19 @@ class CatalogNamespace(
         """Create it; raise NamespaceNotFoundError or TableAlreadyExistsError."""
 
     @abstractmethod
-    def _catalog_update_table(
-        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    def _catalog_replace_table(
+        self,
+        path: Path,
+        expected: TableEntry,
+        replacement: TableEntry,
+        columns: list[CatalogColumn] | None,
     ) -> None:
-        """Replace location/parameters (and columns when given) of an existing table.
-
-        Conditional on ``entry.version_token`` where the backend supports it: a concurrent
-        change raises ConcurrentModificationError.
+        """Give the table read as ``expected`` the location and parameters of
+        ``replacement`` (and ``columns``; None keeps the expected ones), only if it is
+        unchanged since: the same conditional path as a managed commit (Glue ``VersionId``,
+        HMS 4's conditional alter, the HMS 2/3 table lock). A lost race raises
+        ConcurrentModificationError and changes nothing; callers retry with
+        :meth:`_retry_conflicts`.
         """
 
     @abstractmethod
@@ -257,7 +270,7 @@ class CatalogNamespace(
         """Replace only the columns of the table read as ``entry``; its parameters stay as the
         catalog holds them. A concurrent change raises ConcurrentModificationError (retried by
         the caller), so a managed commit is never undone."""
-        self._catalog_update_table(path, entry, columns)
+        self._catalog_replace_table(path, entry, entry, columns)
 
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
@@ -398,7 +411,10 @@ class CatalogNamespace(
         writers call it (the Spark writer passes the ``schema`` it just committed, so nothing
         is opened again); after another writer (pylance, lancedb) changed a table's schema,
         call it yourself, or run ``lance-metastore sync-columns TABLE``. Without ``schema``
-        the table's latest version is opened to read it.
+        the table's latest version is opened to read it. Only the columns are written,
+        conditionally on the entry just read, and a race lost to a concurrent commit is
+        retried (see :meth:`_record_columns`): it never undoes a commit nor fails because of
+        one.
         """
         with self._operation("sync columns of table", table_id):
             path, name = self._table_path(table_id)
@@ -411,9 +427,7 @@ class CatalogNamespace(
                     describe((*path, name)),
                     f"has no Lance dataset at {entry.location!r}",
                 )
-            columns = catalog_columns(schema)
-            self._catalog_update_table(path, entry, columns)
-            return columns
+            return self._record_columns(path, name, schema)
 
     # ----------------------------------------------------------------------------------------
     # Namespace operations
@@ -598,10 +612,31 @@ class CatalogNamespace(
             except TableAlreadyExistsError:
                 if mode != OVERWRITE:
                     raise
-                existing = self._require_lance_table(path, name)
-                entry.version_token = existing.version_token
-                self._catalog_update_table(path, entry, columns)
+                # Conditional on the entry as read, retried when a commit lands in between:
+                # never a blind write over an entry another writer has just changed.
+                parameters = self._retry_conflicts(
+                    f"Table {describe((*path, name))}",
+                    lambda: self._reregister(path, entry, columns),
+                )
             return RegisterTableResponse(location=location, properties=parameters)
+
+    def _reregister(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> dict[str, str]:
+        """One conditional replacement of an existing entry by ``entry`` (register overwrite);
+        the parameters written. The same managed dataset registered again never takes the
+        catalog back to an older version than it has recorded."""
+        existing = self._require_lance_table(path, entry.name)
+        parameters = entry.parameters
+        if (
+            self._managed_versioning(entry)
+            and self._managed_versioning(existing)
+            and existing.location == entry.location
+        ):
+            parameters = versions.never_behind(parameters, existing.parameters)
+        replacement = dataclasses.replace(entry, parameters=parameters)
+        self._catalog_replace_table(path, existing, replacement, columns)
+        return parameters
 
     def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
         """Registering a dataset as catalog-managed: the catalog starts at its latest version."""
@@ -719,18 +754,48 @@ class CatalogNamespace(
             path, name = self._table_path(req.id)
             if req.version < 1 or not req.manifest_path:
                 raise InvalidInputError("A commit needs a version >= 1 and a manifest_path")
-            entry = self._require_managed_table(path, name)
-            latest = versions.current_version(entry.parameters)
-            versions.check_next(f"table {describe((*path, name))}", latest, req.version)
             commit = versions.Commit(
                 req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
             )
-            committed = commit.parameters(entry.parameters)
-            self._catalog_compare_and_set(path, entry, committed)
+            entry, committed = self._commit_next(path, name, req.version, commit.parameters)
             record = versions.latest_record(committed)
             assert record is not None
             [finalized] = self._finalize(entry, committed, [record])
             return CreateTableVersionResponse(version=finalized)
+
+    def _commit_next(
+        self,
+        path: Path,
+        name: str,
+        version: int,
+        parameters_after: Callable[[Mapping[str, str]], dict[str, str]],
+    ) -> tuple[TableEntry, dict[str, str]]:
+        """Compare-and-set the table from its entry to ``parameters_after(entry's)``, which
+        commit ``version``; (the entry it was based on, the parameters written).
+
+        A refusal is final when another commit took the version (14, Lance rebases). When the
+        version is still free, the race was lost to a write that left it so (a column sync,
+        say): the commit is made again at once on the fresh entry, for a short while only,
+        well inside Lance's own retry window, so Lance never has to treat it as unknown.
+        """
+        target = f"table {describe((*path, name))}"
+        deadline = time.monotonic() + COMMIT_RETRY_SECONDS
+        entry = self._require_managed_table(path, name)
+        while True:
+            versions.check_next(target, versions.current_version(entry.parameters), version)
+            committed = parameters_after(entry.parameters)
+            try:
+                self._catalog_compare_and_set(path, entry, committed)
+                return entry, committed
+            except ConcurrentModificationError:
+                current = self._require_managed_table(path, name)
+                moved = versions.current_version(current.parameters) != versions.current_version(
+                    entry.parameters
+                )
+                # Nothing moved at all: not a race with a write (a lock that timed out, say).
+                if moved or current == entry or time.monotonic() > deadline:
+                    raise
+                entry = current
 
     def _finalize(
         self, entry: TableEntry, committed: Mapping[str, str], records: list[TableVersion]

@@ -18,8 +18,9 @@ import contextlib
 import io
 import os
 import re
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -44,14 +45,20 @@ from lance_namespace.errors import (
 
 from . import tables, versions
 from .identifiers import Path, describe
-from .schema import catalog_columns
+from .retries import Backoff
+from .schema import CatalogColumn, catalog_columns
 
 if TYPE_CHECKING:
     from .base import CatalogNamespace
     from .tables import TableEntry
 
-# Tries of the column update that follows a change, when a concurrent commit moves the entry.
-COLUMN_SYNC_ATTEMPTS = 5
+# A catalog write that lost a race to a concurrent commit is retried on the entry as it is
+# then (column syncs and register overwrites are idempotent), with jittered backoff, for up to
+# this long: longer than a burst of commits keeps a table busy, bounded all the same.
+CONFLICT_RETRY_SECONDS = 60.0
+CONFLICT_BACKOFF = Backoff(base=0.01, cap=0.5)
+
+T = TypeVar("T")
 
 # Lance reports most failures as ValueError/OSError/RuntimeError with a message; these rules
 # (first match wins) give each the spec's error class. The patterns are Lance's own wording.
@@ -264,32 +271,58 @@ class TableDatasets:
         """The table's dataset as it is now, read again from the catalog after a change."""
         return self._dataset(path, self._require_lance_table(path, name))
 
+    def _retry_conflicts(self: CatalogNamespace, target: str, attempt: Callable[[], T]) -> T:
+        """Run ``attempt`` (one conditional catalog write that reads the entry afresh) until it
+        stops losing races to concurrent writes; ConcurrentModificationError only once
+        :data:`CONFLICT_RETRY_SECONDS` have passed with every attempt refused."""
+        deadline = time.monotonic() + CONFLICT_RETRY_SECONDS
+        tries = 0
+        while True:
+            try:
+                return attempt()
+            except ConcurrentModificationError:
+                if time.monotonic() > deadline:
+                    raise ConcurrentModificationError(
+                        f"{target} kept changing for {CONFLICT_RETRY_SECONDS:.0f} s: "
+                        f"{tries + 1} conditional updates lost to concurrent commits"
+                    ) from None
+            time.sleep(CONFLICT_BACKOFF.delay(tries))
+            tries += 1
+
     def _record_columns(
         self: CatalogNamespace,
         path: Path,
         name: str,
         schema: pa.Schema,
         before: TableEntry | None = None,
-    ) -> None:
+    ) -> list[CatalogColumn]:
         """Make the catalog's columns mirror ``schema`` after a change that may alter it.
 
         ``before`` is the entry read before the change: when its columns already match, no
         catalog call is made (appends, merges and most updates keep the schema). Otherwise
-        only the columns change: the entry is read again (a managed commit has just moved its
-        version), and a concurrent change of the entry is retried, never undone.
+        only the columns change, conditionally on the entry as read just before (see
+        :meth:`_catalog_set_columns`): a concurrent commit is never undone. A lost race is
+        retried, with the schema of the table's latest version then, so the columns end up
+        neither failed nor stale, whatever committed in between.
         """
         columns = catalog_columns(schema)
         if before is not None and before.columns == columns:
-            return
-        for _ in range(COLUMN_SYNC_ATTEMPTS):
+            return columns
+        target = f"Table {describe((*path, name))}"
+        lost_race = False
+
+        def attempt() -> list[CatalogColumn]:
+            nonlocal columns, lost_race
             entry = self._require_lance_table(path, name)
-            if entry.columns == columns:
-                return
-            try:
-                self._catalog_set_columns(path, entry, columns)
-                return
-            except ConcurrentModificationError:
-                continue
-        raise ConcurrentModificationError(
-            f"Table {describe((*path, name))} kept changing while its columns were recorded"
-        )
+            if lost_race:
+                latest = self._table_schema(path, entry)
+                columns = catalog_columns(latest) if latest is not None else columns
+            if entry.columns != columns:
+                try:
+                    self._catalog_set_columns(path, entry, columns)
+                except ConcurrentModificationError:
+                    lost_race = True
+                    raise
+            return columns
+
+        return self._retry_conflicts(target, attempt)

@@ -875,17 +875,24 @@ class GlueNamespace(CatalogNamespace):
                 ) from None
             raise
 
-    def _catalog_update_table(
-        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    def _catalog_replace_table(
+        self,
+        path: Path,
+        expected: TableEntry,
+        replacement: TableEntry,
+        columns: list[CatalogColumn] | None,
     ) -> None:
+        """One UpdateTable conditional on the ``VersionId`` read with ``expected``: Glue
+        refuses it (ConcurrentModificationException) once any other update landed. An
+        endpoint that ignores ``VersionId`` (moto as shipped) applies it unconditionally."""
         kwargs: dict[str, Any] = {}
-        if entry.version_token is not None:
-            kwargs["VersionId"] = entry.version_token
+        if expected.version_token is not None:
+            kwargs["VersionId"] = expected.version_token
         try:
             self.glue.update_table(
                 DatabaseName=path[-1],
                 TableInput=self._table_input(
-                    entry, columns if columns is not None else entry.columns
+                    replacement, columns if columns is not None else expected.columns
                 ),
                 **self._ids(path[:-1]),
                 **kwargs,
@@ -893,10 +900,10 @@ class GlueNamespace(CatalogNamespace):
         except Exception as error:
             code = _error_code(error)
             if code == "EntityNotFoundException":
-                raise lance_error(TableNotFoundError, describe((*path, entry.name))) from None
+                raise lance_error(TableNotFoundError, describe((*path, expected.name))) from None
             if code == "ConcurrentModificationException":
                 raise ConcurrentModificationError(
-                    f"Table {describe((*path, entry.name))} changed concurrently"
+                    f"Table {describe((*path, expected.name))} changed concurrently"
                 ) from None
             raise
 
@@ -909,16 +916,9 @@ class GlueNamespace(CatalogNamespace):
                 f"Glue returned no VersionId for table {describe((*path, expected.name))}: "
                 "conditional updates are impossible"
             )
-        updated = TableEntry(
-            name=expected.name,
-            location=expected.location,
-            parameters=parameters,
-            table_type=expected.table_type,
-            columns=expected.columns,
-            version_token=expected.version_token,
-        )
+        updated = dataclasses.replace(expected, parameters=parameters)
         try:
-            self._catalog_update_table(path, updated, expected.columns)
+            self._catalog_replace_table(path, expected, updated, None)
         except ConcurrentModificationError:
             # Refused, or a retry of an update that took effect while its reply was lost.
             current = self._catalog_get_table(path, expected.name)

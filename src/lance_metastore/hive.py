@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from lance_namespace.errors import (
@@ -426,7 +426,7 @@ class _HiveNamespace(CatalogNamespace):
             lastAccessTime=0,
             retention=0,
             sd=ttypes.StorageDescriptor(
-                cols=[ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns or []],
+                cols=[_field(c) for c in columns or []],
                 location=entry.location,
                 inputFormat="org.apache.hadoop.mapred.FileInputFormat",
                 outputFormat="org.apache.hadoop.mapred.FileOutputFormat",
@@ -491,24 +491,27 @@ class _HiveNamespace(CatalogNamespace):
                 continue
         raise ttypes.AlreadyExistsException(f"{entry.name} exists")
 
-    def _catalog_update_table(
-        self, path: Path, entry: TableEntry, columns: list[CatalogColumn] | None
+    def _catalog_replace_table(
+        self,
+        path: Path,
+        expected: TableEntry,
+        replacement: TableEntry,
+        columns: list[CatalogColumn] | None,
     ) -> None:
-        current = self._get_table(path, entry.name)
-        if current is None:
-            raise lance_error(TableNotFoundError, describe((*path, entry.name)))
-        replacement = self._table_object(path, entry, columns)
-        if columns is None:
-            replacement.sd.cols = current.sd.cols if current.sd else []
-        replacement.createTime = current.createTime
-        replacement.owner = current.owner or self._user
-        self._call(
-            "alter_table_with_environment_context",
-            self._db_ref(path),
-            entry.name,
-            replacement,
-            _no_stats(),
-        )
+        """Location and parameters of ``replacement`` (and ``columns`` when given) on the
+        table read as ``expected``; owner, creation time and the commit revision stay."""
+
+        def replace(table: Any) -> None:
+            parameters = {**replacement.parameters, "EXTERNAL": "TRUE"}
+            revision = (table.parameters or {}).get(REVISION_KEY)
+            if revision is not None:
+                parameters[REVISION_KEY] = revision  # counted up by the alter that follows
+            table.parameters = parameters
+            table.sd.location = replacement.location
+            if columns is not None:
+                table.sd.cols = [_field(c) for c in columns]
+
+        self._alter_unchanged(path, expected, replace)
 
     def _catalog_compare_and_set(
         self, path: Path, expected: TableEntry, parameters: dict[str, str]
@@ -684,15 +687,44 @@ class _HiveNamespace(CatalogNamespace):
         return self._lock_table(path, entry) if self._managed_versioning(entry) else None
 
     def _alter_managed(self, path: Path, name: str, table: Any, guarded: bool) -> None:
-        """Alter a table that ``table`` was read from. For a catalog-managed table (``guarded``)
-        on HMS 4, whose commits take no lock, the alter is conditional on the revision read and
-        counts it up, so that it never undoes a commit that landed in between (14 instead)."""
-        revision = (table.parameters or {}).get(REVISION_KEY, "")
-        if not (guarded and revision.isdigit() and self._conditional_alter is not False):
-            self._call("alter_table", self._db_ref(path), name, table, idempotent=False)
+        """Alter a table that ``table`` was read from (statistics left alone).
+
+        A catalog-managed table's alter (``guarded``: its lock is held) counts the commit
+        revision up, so that a commit based on the entry as it was before is refused (14)
+        rather than writing that older entry back. On HMS 4, whose commits take no lock, the
+        alter is also conditional on the revision read, so that it never undoes a commit that
+        landed in between (14 instead)."""
+        if not guarded:
+            self._plain_alter(path, name, table)
             return
-        read_parameters = table.parameters
-        table.parameters = {**read_parameters, REVISION_KEY: str(int(revision) + 1)}
+        read_parameters = dict(table.parameters or {})
+        revision = read_parameters.get(REVISION_KEY, "")
+        table.parameters = {
+            **read_parameters,
+            REVISION_KEY: str(int(revision) + 1 if revision.isdigit() else 1),
+        }
+        try:
+            if revision.isdigit() and self._conditional_alter is not False:
+                self._conditional_alter_req(path, name, table, revision)
+            else:
+                self._plain_alter(path, name, table)
+        except BaseException:
+            table.parameters = read_parameters  # not applied: a next alter expects the same
+            raise
+
+    def _plain_alter(self, path: Path, name: str, table: Any) -> None:
+        self._call(
+            "alter_table_with_environment_context",
+            self._db_ref(path),
+            name,
+            table,
+            _no_stats(),
+            idempotent=False,
+        )
+
+    def _conditional_alter_req(self, path: Path, name: str, table: Any, revision: str) -> None:
+        """HMS 4's ``alter_table_req`` applied only while the revision is ``revision``; on a
+        metastore without the call, the plain alter under the lock the caller holds."""
         request = ttypes.AlterTableRequest(
             catName=self._catalog_of(path),
             dbName=path[-1],
@@ -703,47 +735,69 @@ class _HiveNamespace(CatalogNamespace):
         try:
             self._call("alter_table_req", request, idempotent=False)
         except TApplicationException as error:
-            table.parameters = read_parameters
             if error.type != TApplicationException.UNKNOWN_METHOD:
                 raise
             self._conditional_alter = False  # an older metastore: the lock held suffices
-            self._call("alter_table", self._db_ref(path), name, table, idempotent=False)
+            self._plain_alter(path, name, table)
         except ttypes.MetaException as error:
-            table.parameters = read_parameters
             if CONDITION_REFUSED in (error.message or ""):
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, name))} changed concurrently"
                 ) from None
             raise
-        except BaseException:
-            table.parameters = read_parameters  # not applied: a next alter expects the same
-            raise
+
+    def _alter_unchanged(
+        self, path: Path, expected: TableEntry, change: Callable[[Any], None]
+    ) -> None:
+        """Apply ``change`` to the table read as ``expected`` and write it, only if its commit
+        state has not moved since: every read-modify-write of an entry goes through here.
+
+        A catalog-managed table takes the commit's own conditional path: the exclusive table
+        lock (HMS 2/3 commits take it too), the table read again under it and compared with
+        ``expected`` (ConcurrentModificationError if a commit landed since), and on HMS 4,
+        whose commits take no lock, an alter conditional on the revision read (see
+        :meth:`_alter_managed`). A storage-managed table has no commit in the catalog to
+        lose: the change is applied to the entry as read just now, and to nothing else.
+
+        The metastore refuses a column list whose types change position by position
+        (``hive.metastore.disallow.incompatible.col.type.changes``, on by default): such a list
+        (a dropped middle column, a changed type) is set in two alters, through an empty list,
+        which the check accepts.
+        """
+        lock_id = self._lock_if_managed(path, expected)
+        guarded = lock_id is not None
+        target = describe((*path, expected.name))
+        try:
+            current = self._get_table(path, expected.name)
+            if current is None:
+                raise lance_error(TableNotFoundError, target)
+            if _changed(expected, current):
+                raise ConcurrentModificationError(f"Table {target} changed concurrently")
+            columns_before = list(current.sd.cols or [])
+            change(current)
+            wanted = list(current.sd.cols or [])
+            try:
+                self._alter_managed(path, expected.name, current, guarded)
+            except ttypes.InvalidOperationException:
+                if wanted == columns_before:
+                    raise
+                current.sd.cols = []
+                self._alter_managed(path, expected.name, current, guarded)
+                current.sd.cols = wanted
+                self._alter_managed(path, expected.name, current, guarded)
+        finally:
+            if lock_id is not None:
+                self._unlock(lock_id)
 
     def _catalog_set_columns(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> None:
-        """Columns only. The metastore refuses a column list whose types change position by
-        position (``hive.metastore.disallow.incompatible.col.type.changes``, on by default):
-        such a list (a dropped middle column, a changed type) is set in two alters, through an
-        empty list, which the check accepts."""
-        lock_id = self._lock_if_managed(path, entry)
-        guarded = lock_id is not None
-        try:
-            current = self._get_table(path, entry.name)
-            if current is None:
-                raise lance_error(TableNotFoundError, describe((*path, entry.name)))
-            wanted = [ttypes.FieldSchema(c.name, c.type, c.comment or None) for c in columns]
-            current.sd.cols = wanted
-            try:
-                self._alter_managed(path, entry.name, current, guarded)
-            except ttypes.InvalidOperationException:
-                current.sd.cols = []
-                self._alter_managed(path, entry.name, current, guarded)
-                current.sd.cols = wanted
-                self._alter_managed(path, entry.name, current, guarded)
-        finally:
-            if lock_id is not None:
-                self._unlock(lock_id)
+        """Columns only, on the entry as the catalog holds it (see :meth:`_alter_unchanged`)."""
+
+        def set_columns(table: Any) -> None:
+            table.sd.cols = [_field(c) for c in columns]
+
+        self._alter_unchanged(path, entry, set_columns)
 
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
@@ -755,27 +809,22 @@ class _HiveNamespace(CatalogNamespace):
                 f"Cannot rename {describe((*path, entry.name))} into another catalog "
                 f"({describe(new_path)}): the metastore renames within a catalog"
             )
-        lock_id = self._lock_if_managed(path, entry)
+
+        def rename(table: Any) -> None:
+            table.tableName = new_name
+            table.dbName = new_path[-1]
+
         try:
-            current = self._get_table(path, entry.name)
-            if current is None:
-                raise lance_error(TableNotFoundError, describe((*path, entry.name)))
-            current.tableName = new_name
-            current.dbName = new_path[-1]
-            try:
-                self._alter_managed(path, entry.name, current, lock_id is not None)
-            except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
-                if self._get_table(new_path, new_name) is not None:
-                    raise lance_error(
-                        TableAlreadyExistsError, describe((*new_path, new_name))
-                    ) from None
-                raise InvalidInputError(
-                    f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
-                    f"{getattr(error, 'message', error)}"
+            self._alter_unchanged(path, entry, rename)
+        except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
+            if self._get_table(new_path, new_name) is not None:
+                raise lance_error(
+                    TableAlreadyExistsError, describe((*new_path, new_name))
                 ) from None
-        finally:
-            if lock_id is not None:
-                self._unlock(lock_id)
+            raise InvalidInputError(
+                f"Hive Metastore refused to rename {describe((*path, entry.name))}: "
+                f"{getattr(error, 'message', error)}"
+            ) from None
 
     def _catalog_delete_table(self, path: Path, name: str) -> None:
         try:
@@ -1011,6 +1060,10 @@ def _no_stats(properties: Mapping[str, str] | None = None) -> Any:
     it would list every file under the table's location (Lance's data, manifests) each time,
     a cost that grows with the table, and add numFiles/totalSize to its parameters."""
     return ttypes.EnvironmentContext(properties={NO_STATS: "true", **(properties or {})})
+
+
+def _field(column: CatalogColumn) -> Any:
+    return ttypes.FieldSchema(column.name, column.type, column.comment or None)
 
 
 def _changed(expected: TableEntry, current: Any) -> bool:

@@ -53,6 +53,30 @@ def already_applied(now: Mapping[str, str], written: Mapping[str, str]) -> bool:
     return all(now.get(key) == written.get(key) for key in COMMIT_KEYS)
 
 
+# Every parameter that describes the table's committed versions.
+VERSION_STATE_KEYS = (
+    VERSION_KEY,
+    MANIFEST_PATH_KEY,
+    MANIFEST_SIZE_KEY,
+    MANIFEST_ETAG_KEY,
+    NAMING_SCHEME_KEY,
+    COMMITTED_AT_KEY,
+    DELETED_KEY,
+)
+
+
+def never_behind(adopted: Mapping[str, str], catalog: Mapping[str, str]) -> dict[str, str]:
+    """``adopted`` (parameters that name a version read from storage), but with the catalog's
+    version state when the catalog is at that version or later: a commit the catalog has
+    recorded may not have reached its final manifest name yet, so storage can be behind, and
+    going back would drop it."""
+    if current_version(catalog) < current_version(adopted):
+        return dict(adopted)
+    kept = {key: value for key, value in adopted.items() if key not in VERSION_STATE_KEYS}
+    kept.update({key: catalog[key] for key in VERSION_STATE_KEYS if key in catalog})
+    return kept
+
+
 def check_next(target: str, latest: int, version: int) -> None:
     """A commit must take the version after the latest: a taken one is a conflict (14), a gap
     a bad request (13)."""

@@ -39,7 +39,7 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -379,6 +379,32 @@ class _ReadWriteLock:
 _READ_ACTION_PREFIXES = ("Get", "List", "Search", "BatchGet")
 
 
+class HeldRequest:
+    """One request held in flight, to order a race deterministically: the first call of
+    ``action`` that ``when`` accepts stops before it is applied; ``reached`` is set then, and
+    it proceeds on ``release()`` (or after ``timeout`` seconds, so a failed test cannot hang
+    the server)."""
+
+    def __init__(
+        self, action: str, when: Callable[[dict[str, Any]], bool] | None, timeout: float
+    ) -> None:
+        self.action = action
+        self.when = when
+        self.timeout = timeout
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def matches(self, action: str, parameters: dict[str, Any]) -> bool:
+        return action == self.action and (self.when is None or self.when(parameters))
+
+    def hold(self) -> None:
+        self.reached.set()
+        self._released.wait(self.timeout)
+
+    def release(self) -> None:
+        self._released.set()
+
+
 class _EmulatorState:
     """Everything the emulator adds to moto, shared by the server's request threads."""
 
@@ -387,6 +413,7 @@ class _EmulatorState:
         self.lock = threading.RLock()
         self.access = _ReadWriteLock()
         self.faults = _FaultPlan()
+        self.holds: list[HeldRequest] = []
         self._trees: dict[tuple[str, str], _CatalogTree] = {}
         self.catalog_calls_refused = 0  # by the catalog-API-denied principal's policy
 
@@ -470,6 +497,9 @@ class _EmulatedGlueResponse(GlueResponse):
         action = self._get_action()
         if action in CATALOG_ACTIONS and self.get_access_key() == _CATALOG_API_DENIED_KEY:
             return self._catalog_api_denied(action)
+        held = self._take_hold(action)
+        if held is not None:
+            held.hold()  # outside every lock: the other requests go on meanwhile
         delay = self.state.faults.take_delay(action)
         if delay is not None:
             time.sleep(delay.delay_seconds)
@@ -568,6 +598,14 @@ class _EmulatedGlueResponse(GlueResponse):
         return super().update_table()
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _take_hold(self, action: str) -> HeldRequest | None:
+        with self.state.lock:
+            for held in self.state.holds:
+                if held.matches(action, self.parameters):
+                    self.state.holds.remove(held)
+                    return held
+        return None
 
     def _tree(self) -> _CatalogTree:
         return self.state.tree(self.current_account, self.region)
@@ -883,6 +921,26 @@ class GlueEmulator(_LoopbackGlueServer):
 
     def clear_faults(self) -> None:
         self._state.faults.clear()
+
+    @contextlib.contextmanager
+    def hold(
+        self,
+        action: str,
+        when: Callable[[dict[str, Any]], bool] | None = None,
+        timeout: float = 60.0,
+    ) -> Iterator[HeldRequest]:
+        """Hold the next call of ``action`` (whose parameters ``when`` accepts) before it is
+        applied, until the block's ``release()`` or its end (see :class:`HeldRequest`)."""
+        held = HeldRequest(action, when, timeout)
+        with self._state.lock:
+            self._state.holds.append(held)
+        try:
+            yield held
+        finally:
+            with self._state.lock:
+                if held in self._state.holds:
+                    self._state.holds.remove(held)
+            held.release()
 
     @contextlib.contextmanager
     def fault(

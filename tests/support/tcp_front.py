@@ -7,6 +7,12 @@ metastore over the same data cannot be started here. A ``TcpFront`` stands in fo
 listener on its own port whose connections are forwarded, byte for byte, to the real
 metastore. ``kill()`` is what the client sees when that server dies: every open connection is
 reset and the port refuses new ones.
+
+``hold(method)`` orders a race deterministically: the next request for that Thrift method
+that passes through the front is held, unsent, until released (see :class:`HeldCall`); the
+metastore itself is unchanged. Requests are recognised by their Thrift binary message header,
+read from the first bytes a client sends after a reply (a Thrift client waits for each reply
+before its next request).
 """
 
 from __future__ import annotations
@@ -16,6 +22,41 @@ import selectors
 import socket
 import struct
 import threading
+from collections.abc import Iterator
+
+
+class HeldCall:
+    """A Thrift call held at the front: ``reached`` is set when it arrives, and it goes on to
+    the metastore on ``release()`` (or after ``timeout`` seconds, so a failed test cannot
+    hang a connection)."""
+
+    def __init__(self, method: str, timeout: float) -> None:
+        self.method = method
+        self.timeout = timeout
+        self.reached = threading.Event()
+        self._released = threading.Event()
+
+    def hold(self) -> None:
+        self.reached.set()
+        self._released.wait(self.timeout)
+
+    def release(self) -> None:
+        self._released.set()
+
+
+def thrift_method(message: bytes) -> str | None:
+    """The method name of a Thrift binary-protocol message (strict or old header)."""
+    if len(message) < 8:
+        return None
+    first = struct.unpack("!i", message[:4])[0]
+    if first < 0:  # strict: version and type, then the name's length
+        (length,) = struct.unpack("!i", message[4:8])
+        start = 8
+    else:  # old header: the name's length first
+        length, start = first, 4
+    if not 0 < length <= 256 or len(message) < start + length:
+        return None
+    return message[start : start + length].decode("ascii", "replace")
 
 
 class TcpFront:
@@ -26,6 +67,7 @@ class TcpFront:
         self._listener: socket.socket | None = None
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._holds: list[HeldCall] = []
         self.port = 0
 
     @property
@@ -48,6 +90,30 @@ class TcpFront:
         self.port = listener.getsockname()[1]
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    @contextlib.contextmanager
+    def hold(self, method: str, timeout: float = 60.0) -> Iterator[HeldCall]:
+        """Hold the next ``method`` call sent through this front until the block's
+        ``release()`` or its end."""
+        held = HeldCall(method, timeout)
+        with self._lock:
+            self._holds.append(held)
+        try:
+            yield held
+        finally:
+            with self._lock:
+                if held in self._holds:
+                    self._holds.remove(held)
+            held.release()
+
+    def _take_hold(self, request: bytes) -> HeldCall | None:
+        method = thrift_method(request)
+        with self._lock:
+            for held in self._holds:
+                if held.method == method:
+                    self._holds.remove(held)
+                    return held
+        return None
 
     def open_connections(self) -> int:
         with self._lock:
@@ -90,6 +156,7 @@ class TcpFront:
 
     def _pump(self, client: socket.socket, upstream: socket.socket) -> None:
         peers = {client: upstream, upstream: client}
+        request_starts = True  # the next bytes from the client begin a new request
         with selectors.DefaultSelector() as selector:
             for sock in peers:
                 selector.register(sock, selectors.EVENT_READ)
@@ -99,6 +166,11 @@ class TcpFront:
                         data = key.fileobj.recv(65536)
                         if not data:
                             return
+                        if key.fileobj is client and request_starts:
+                            held = self._take_hold(data)
+                            if held is not None:
+                                held.hold()
+                        request_starts = key.fileobj is upstream
                         peers[key.fileobj].sendall(data)
             except (OSError, ValueError):
                 return
