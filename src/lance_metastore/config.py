@@ -16,6 +16,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
+from .locations import DEFAULT_SCHEMES, parse_prefixes, parse_schemes
 from .redaction import REDACTED, STORAGE_PREFIX, masked, secret_values
 
 
@@ -164,3 +165,42 @@ def parse_properties(
             ) from None
     secret_names = frozenset(name for name, prop in by_name.items() if prop.secret)
     return Settings(values, storage, raw, secret_names)
+
+
+CONFINE_LOCATIONS = Property(
+    "confine_locations",
+    "Refuse a location a caller sets outside root, the catalog's own locations and "
+    "allowed_locations (lance-metastore serve always does)",
+    boolean,
+    default=False,
+)
+
+ALLOWED_LOCATIONS = Property(
+    "allowed_locations",
+    "Comma list of absolute prefixes where callers may also set locations when confined",
+    parse_prefixes,
+    default=(),
+)
+
+ALLOWED_SCHEMES = Property(
+    "allowed_schemes",
+    "Comma list of the location schemes allowed when confined ('file' for local paths)",
+    parse_schemes,
+    default=frozenset(DEFAULT_SCHEMES),
+)
+
+SHARED_LOCATIONS = Property(
+    "shared_locations",
+    "Allow a table entry at a location that another Lance table entry holds or overlaps",
+    boolean,
+    default=False,
+)
+
+# Every backend takes these: where tables may live (see locations.py).
+LOCATION_PROPERTIES: tuple[Property, ...] = (
+    ROOT,
+    CONFINE_LOCATIONS,
+    ALLOWED_LOCATIONS,
+    ALLOWED_SCHEMES,
+    SHARED_LOCATIONS,
+)
