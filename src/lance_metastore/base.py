@@ -116,8 +116,6 @@ class CatalogNamespace(
     SUPPORTS_CASCADE: ClassVar[bool] = False
     # The namespace properties that are storage locations (resolved and confined on write).
     NAMESPACE_LOCATION_KEYS: ClassVar[tuple[str, ...]] = ()
-    # The key of a drop's answer saying why the table's data was kept.
-    DATA_KEPT_KEY: ClassVar[str] = "data_kept"
 
     def __init__(self, **properties: Any) -> None:
         self._settings: Settings = parse_properties(
@@ -819,7 +817,7 @@ class CatalogNamespace(
                     entry.location,
                     kept,
                 )
-                answer[self.DATA_KEPT_KEY] = kept
+                answer[locations.DATA_KEPT_KEY] = kept
             elif has_data:
                 import lance
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
-from .locations import DEFAULT_SCHEMES, parse_prefixes, parse_schemes
+from .locations import DEFAULT_SCHEMES, parse_prefixes, parse_schemes, resolve
 from .redaction import REDACTED, STORAGE_PREFIX, masked, secret_values
 
 
@@ -84,9 +84,12 @@ def one_of(*choices: str) -> Callable[[str], str]:
 def absolute_root(value: str) -> str:
     """A storage root: a URI (``s3://...``) is kept, a local path is made absolute."""
     value = non_empty(value)
-    if "://" in value:
-        return value.rstrip("/")
-    return os.path.abspath(os.path.expanduser(value))
+    if "://" not in value:
+        value = os.path.abspath(os.path.expanduser(value))
+    try:
+        return resolve(value, None, "root")
+    except InvalidInputError as error:
+        raise ValueError(str(error)) from None
 
 
 ROOT = Property(

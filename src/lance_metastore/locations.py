@@ -36,6 +36,9 @@ _SAME_STORE = {"s3a": "s3", "s3n": "s3"}
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):(.*)$", re.DOTALL)
 
+# The key of a drop's answer (its properties) saying why the table's data was kept.
+DATA_KEPT_KEY = "data_kept"
+
 # Reads the catalog's own locations that may hold a location (only when needed).
 CatalogPrefixes = Callable[[], Iterable[str | None]]
 
