@@ -310,6 +310,19 @@ class CatalogNamespace(
         lie when confined (the metastore's warehouse, a parent catalog's location)."""
         return []
 
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """Every namespace of the catalog that may hold tables. Here a walk of every level;
+        backends that know which levels hold tables list only those."""
+        pending: list[Path] = [()]
+        while pending:
+            path = pending.pop()
+            try:
+                pending.extend((*path, child) for child in self._catalog_list_namespaces(path))
+            except NamespaceNotFoundError:
+                continue  # dropped while we walked
+            if path:
+                yield path
+
     def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
         """Name -> stored location of every Lance table of a namespace ({} for a level that
         holds no tables). Backends whose listing returns whole tables override this; here it
@@ -434,12 +447,9 @@ class CatalogNamespace(
 
     def _lance_locations(self) -> Iterator[tuple[Path, str, str | None]]:
         """(namespace, name, stored location) of every Lance table of the catalog."""
-        pending: list[Path] = [()]
-        while pending:
-            path = pending.pop()
+        for path in self._catalog_table_namespaces():
             try:
-                pending.extend((*path, child) for child in self._catalog_list_namespaces(path))
-                found = self._catalog_lance_locations(path) if path else {}
+                found = self._catalog_lance_locations(path)
             except NamespaceNotFoundError:
                 continue  # dropped while we walked
             for name, stored in found.items():

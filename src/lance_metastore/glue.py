@@ -836,6 +836,14 @@ class GlueNamespace(CatalogNamespace):
             if is_lance_table(item.get("TableType"), item.get("Parameters"))
         }
 
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """The databases of every catalog level: one GetDatabases and one GetCatalogs each."""
+        pending: list[Path] = [()]
+        while pending:
+            chain = pending.pop()
+            yield from ((*chain, name) for name in self._database_names(chain) or ())
+            pending.extend((*chain, name) for name in self._child_catalog_names(chain) or ())
+
     def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
         database = self._get_database(path)
         return [database.get("LocationUri") if database else None]

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from lance_namespace.errors import (
@@ -814,6 +814,10 @@ class _HiveNamespace(CatalogNamespace):
             for table in found
         }
 
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """Every database: one ``get_all_databases``."""
+        return iter([(name,) for name in self._list_databases(None)])
+
     def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
         database = self._get("get_database", self._db_ref(path))
         own = database.locationUri if database is not None else None
@@ -1039,8 +1043,13 @@ class Hive3Namespace(_HiveNamespace):
             raise NamespaceNotFoundError(f"Namespace {describe(path)} does not exist")
         return super()._catalog_list_lance_tables(path)
 
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """The databases of every catalog: ``get_catalogs``, then one listing per catalog."""
+        for catalog in self._catalog_list_namespaces(()):
+            yield from ((catalog, name) for name in self._catalog_databases(catalog))
+
     def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
-        if len(path) < 2 or not self._check_catalog(path[0]):
+        if len(path) < 2:
             return {}  # catalogs hold databases, not tables
         return super()._catalog_lance_locations(path)
 
