@@ -360,3 +360,20 @@ def test_an_hdfs_location_at_a_local_port_is_refused_before_the_catalog_sees_it(
     other = {"id": [*db, "h"], "location": "gopher://127.0.0.1/x"}
     assert "scheme 'gopher'" in message_of(ns.declare_table, other)
     assert not _accepted_any(listener)
+
+
+def test_the_catalog_search_costs_one_listing_per_database(glue: Harness):
+    """The cost the README gives: a declare with a ``location`` reads every database once
+    (GetDatabases, GetCatalogs, one GetTables per database), a default declare does not."""
+    ns = glue.connect()
+    for d in range(3):
+        ns.create_namespace({"id": glue.db(f"d{d}")})
+        for t in range(5):
+            ns.declare_table({"id": [*glue.db(f"d{d}"), f"t{t}"]})
+    calls: list[str] = []
+    ns.glue.meta.events.register("before-call.glue", lambda model, **_: calls.append(model.name))
+    ns.declare_table({"id": [*glue.db("d0"), "x"]})
+    assert sorted(calls) == ["CreateTable", "GetDatabase"]
+    calls.clear()
+    ns.declare_table({"id": [*glue.db("d0"), "y"], "location": str(glue.root / "y.lance")})
+    assert sorted(calls) == ["CreateTable", "GetCatalogs", "GetDatabases", *["GetTables"] * 3]
