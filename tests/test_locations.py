@@ -51,9 +51,9 @@ def message_of(call, *args, **kwargs) -> str:
     ("given", "root", "resolved"),
     [
         ("/lake//a/./b/../t.lance/", None, "/lake/a/t.lance"),
-        ("file:///lake/t.lance", None, "/lake/t.lance"),
-        ("file:/lake/t.lance", None, "/lake/t.lance"),
-        ("FILE://localhost/lake/t", None, "/lake/t"),
+        ("file:///lake//t.lance/", None, "file:///lake/t.lance"),
+        ("file:/lake/t.lance", None, "file:///lake/t.lance"),
+        ("FILE://localhost/lake/t", None, "file:///lake/t"),
         ("S3://bucket/lake//x/../t.lance/", None, "s3://bucket/lake/t.lance"),
         ("hdfs://nn:8020/w/t", None, "hdfs://nn:8020/w/t"),
         ("rel_data/t.lance", "/lake", "/lake/rel_data/t.lance"),
@@ -93,6 +93,7 @@ def test_prefixes_match_whole_segments():
     assert not is_under("hdfs://127.0.0.1:1/lake", "hdfs://nn:8020/lake")
     assert overlap("/lake/t.lance", "/lake/t.lance/data") and overlap("/lake/t", "/lake")
     assert not overlap("/lake/t1.lance", "/lake/t2.lance")
+    assert is_under("file:///lake/a/t", "/lake/a") and overlap("/lake/a", "file:///lake")
 
 
 def test_policy_schemes_prefixes_and_links(tmp_path: Path):

@@ -6,7 +6,8 @@ default table locations) passes it through :func:`resolve`:
 - a URI (``scheme://authority/path``) keeps its authority; its scheme is lower-cased and its
   path normalised (``.``, ``..``, duplicate and trailing slashes); a ``..`` above the
   authority is refused;
-- ``file:/x`` and ``file:///x`` are the local path ``/x`` (as Hive stores local paths);
+- ``file:/x``, ``file:///x`` and ``file://localhost/x`` are the URI ``file:///x`` (a local
+  path compared as ``/x``);
 - an absolute local path is normalised the same way;
 - a relative path resolves against the namespace's configured ``root``; without one it is
   refused (never the process's working directory);
@@ -102,7 +103,7 @@ def resolve(location: object, root: str | None, what: str) -> str:
             rest = "/" + path
         if not rest.startswith("/"):
             raise InvalidInputError(f"{what}: location {text!r} is not an absolute file path")
-        return _normal_path(rest, text, what)
+        return "file://" + _normal_path(rest, text, what)
     if not rest.startswith("//"):
         raise InvalidInputError(
             f"{what}: location {text!r} is neither an absolute path nor a URI "
@@ -132,8 +133,9 @@ def _parts(location: str, real: bool) -> tuple[str, str, list[str]]:
     """(store, authority, path segments) of a resolved location; local paths are resolved
     through symbolic links when ``real``, so a link under a prefix cannot lead out of it."""
     match = _SCHEME.match(location)
-    if match is None:
-        path = os.path.realpath(location) if real else location
+    if match is None or match.group(1).lower() == "file":
+        path = location if match is None else match.group(2).lstrip("/")
+        path = os.path.realpath("/" + path) if real else path
         return "file", "", [p for p in path.split("/") if p]
     scheme = match.group(1).lower()
     authority, _, path = match.group(2)[2:].partition("/")
