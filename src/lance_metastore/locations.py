@@ -16,8 +16,9 @@ default table locations) passes it through :func:`resolve`:
 
 Confinement (:class:`LocationPolicy`) then requires a location a caller sets to lie under an
 allowed prefix, compared on whole path segments (``/lake/a`` holds ``/lake/a/t`` but not
-``/lake/ab``). Every refusal is InvalidInputError (code 13), raised before any catalog or
-storage call. This module imports nothing of the package but errors: it is a leaf.
+``/lake/ab``). Every refusal is InvalidInputError (code 13), raised before anything is
+written to the catalog or touched in storage. This module imports nothing from the package:
+it is a leaf every other module may use.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ DATA_KEPT_KEY = "data_kept"
 CatalogPrefixes = Callable[[], Iterable[str | None]]
 
 CONFINEMENT_RULE = (
-    "a location must lie under the namespace's root, its database's location or an "
-    "allowed_locations prefix"
+    "a location must lie under the namespace's root, its database's or the warehouse's "
+    "location, or an allowed_locations prefix"
 )
 
 
