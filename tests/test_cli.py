@@ -104,6 +104,25 @@ def test_environment_property_names() -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def test_drop_table_says_when_it_keeps_the_data(hive_metastore_uri: str, tmp_path: Path) -> None:
+    """Two entries at one location (allowed by shared_locations): dropping one keeps the data
+    the other still points at, and says so; dropping the last deletes it."""
+    root = tmp_path / "lake"
+    cli = Cli("--impl", "hive2", "--uri", hive_metastore_uri, "--root", str(root))
+    shared = Cli(*cli.base, "--prop", "shared_locations=true")
+    db = unique()
+    cli("create-namespace", db)
+    write(root / "t.lance", [1, 2])
+    cli("register", f"{db}$first", str(root / "t.lance"))
+    clash = cli("register", f"{db}$second", str(root / "t.lance"), code=15)
+    assert "already exists" in error_line(clash)
+    shared("register", f"{db}$second", str(root / "t.lance"))
+    dropped = shared.json("drop-table", f"{db}$second", "--yes")
+    assert "still points at it" in dropped["data_kept"] and (root / "t.lance").is_dir()
+    assert "and its data" in cli("drop-table", f"{db}$first", "--yes").stdout
+    assert not (root / "t.lance").exists()
+
+
 def test_hive2_commands(hive_metastore_uri: str, tmp_path: Path) -> None:
     cli = Cli("--impl", "hive2", "--uri", hive_metastore_uri, "--root", str(tmp_path / "lake"))
     db = unique()

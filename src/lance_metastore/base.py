@@ -67,9 +67,9 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from . import tables, versions
+from . import locations, tables, versions
 from .batches import BatchCommitOps
-from .config import MANAGED_BY, ROOT, Property, Settings, parse_properties
+from .config import LOCATION_PROPERTIES, MANAGED_BY, Property, Settings, parse_properties
 from .data import TableDataOps
 from .datasets import TableDatasets
 from .errors import lance_error, register_secrets, translate_errors
@@ -117,9 +117,11 @@ class CatalogNamespace(
     (``lifecycle``, ``refs``, ``data``, ``indexes``, ``batches``), over the same primitives.
     """
 
-    PROPERTIES: ClassVar[tuple[Property, ...]] = (ROOT, MANAGED_BY)
+    PROPERTIES: ClassVar[tuple[Property, ...]] = (*LOCATION_PROPERTIES, MANAGED_BY)
     # Whether DropNamespace may cascade (Glue: no, by its spec; Hive: yes).
     SUPPORTS_CASCADE: ClassVar[bool] = False
+    # The namespace properties that are storage locations (resolved and confined on write).
+    NAMESPACE_LOCATION_KEYS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **properties: Any) -> None:
         self._settings: Settings = parse_properties(
@@ -128,6 +130,12 @@ class CatalogNamespace(
         self._pager = Pager()
         # Pinned now: a pickled copy on a Spark executor must not use the executor's cwd.
         self._root = self._settings["root"] or os.getcwd()
+        self._locations = locations.LocationPolicy(
+            root=self._root,
+            extra=self._settings["allowed_locations"],
+            schemes=self._settings["allowed_schemes"],
+            enforced=self._settings["confine_locations"],
+        )
         register_secrets(self._settings.secrets())
         self._state_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
@@ -143,7 +151,10 @@ class CatalogNamespace(
 
     def __getstate__(self) -> dict[str, Any]:
         # Only the configuration travels (to Spark executors, say); clients are rebuilt lazily.
-        return {"properties": {**dict(self._settings.raw), "root": self._root}}
+        properties = {**dict(self._settings.raw), "root": self._root}
+        if self._locations.enforced:
+            properties["confine_locations"] = "true"
+        return {"properties": properties}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(**state["properties"])  # type: ignore[misc]
@@ -156,6 +167,16 @@ class CatalogNamespace(
     def root(self) -> str:
         """Where tables without a location of their own are placed."""
         return self._root
+
+    def confine_locations(self) -> None:
+        """From now on refuse every location a caller sets outside the allowed prefixes, as
+        ``confine_locations=true`` does (``lance-metastore serve`` calls this)."""
+        self._locations = dataclasses.replace(self._locations, enforced=True)
+
+    @property
+    def locations_confined(self) -> bool:
+        """Whether caller-set locations are confined to the allowed prefixes."""
+        return self._locations.enforced
 
     @property
     def storage_options(self) -> dict[str, str]:
@@ -291,6 +312,41 @@ class CatalogNamespace(
     def _catalog_table_base(self, path: Path) -> str:
         """Where the tables of this namespace go by default (its location, or under root)."""
 
+    def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
+        """The catalog's own locations under which a table of ``path`` may lie when locations
+        are confined (its database's location, the metastore's warehouse). Read only when
+        ``root`` and ``allowed_locations`` do not hold the location."""
+        return []
+
+    def _catalog_namespace_prefixes(self, path: Path) -> list[str | None]:
+        """The catalog's own locations under which the location of namespace ``path`` may
+        lie when confined (the metastore's warehouse, a parent catalog's location)."""
+        return []
+
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """Every namespace of the catalog that may hold tables. Here a walk of every level;
+        backends that know which levels hold tables list only those."""
+        pending: list[Path] = [()]
+        while pending:
+            path = pending.pop()
+            try:
+                pending.extend((*path, child) for child in self._catalog_list_namespaces(path))
+            except NamespaceNotFoundError:
+                continue  # dropped while we walked
+            if path:
+                yield path
+
+    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
+        """Name -> stored location of every Lance table of a namespace ({} for a level that
+        holds no tables). Backends whose listing returns whole tables override this; here it
+        is one listing and one read per table."""
+        found: dict[str, str | None] = {}
+        for name in self._catalog_list_lance_tables(path):
+            entry = self._catalog_get_table(path, name)
+            if entry is not None and entry.is_lance:
+                found[name] = entry.location
+        return found
+
     # ----------------------------------------------------------------------------------------
     # Shared helpers
     # ----------------------------------------------------------------------------------------
@@ -338,6 +394,95 @@ class CatalogNamespace(
         except LanceNamespaceError:
             return False
         return True
+
+    # ----------------------------------------------------------------------------------------
+    # Locations: one resolution rule, confinement, one entry per location (see locations.py)
+    # ----------------------------------------------------------------------------------------
+
+    def _resolve_location(self, location: object, what: str) -> str:
+        """A caller's location, absolute and normalised; relative ones resolve against the
+        configured ``root`` (13 without one)."""
+        return locations.resolve(location, self._settings["root"], what)
+
+    def _default_location(self, path: Path, name: str) -> str:
+        """``<namespace base>/<name>.lance``, normalised by the same rule."""
+        base = self._catalog_table_base(path)
+        what = f"Table {describe((*path, name))}"
+        return locations.resolve(tables.default_table_location(base, name), self._root, what)
+
+    def _caller_table_location(self, path: Path, name: str, location: object, verb: str) -> str:
+        """A location a caller gave for table ``path``/``name``: resolved, confined (when
+        enforced) and held by no other Lance table entry (unless ``shared_locations``).
+
+        Raises before any catalog write or storage call: 13 for a location that cannot be
+        resolved or is not allowed, 5 for one another entry holds.
+        """
+        what = f"Table {describe((*path, name))}"
+        resolved = self._resolve_location(location, what)
+        self._locations.check(resolved, lambda: self._catalog_table_prefixes(path), what)
+        if not self._settings["shared_locations"]:
+            holder = self._location_holder(resolved, exclude=(path, name))
+            if holder is not None:
+                raise TableAlreadyExistsError(
+                    f"Cannot {verb} table {describe((*path, name))}: location {resolved!r} "
+                    f"already exists as (or overlaps) the location of table {describe(holder)}; "
+                    "set shared_locations=true to allow it"
+                )
+        return resolved
+
+    def _namespace_properties(self, path: Path, properties: Mapping[str, Any]) -> dict[str, Any]:
+        """The properties of a namespace to create or overwrite, with every location property
+        resolved and (when enforced) confined."""
+        checked = dict(properties)
+        what = f"Namespace {describe(path)}"
+        for key in self.NAMESPACE_LOCATION_KEYS:
+            if key in checked:
+                location = self._resolve_location(checked[key], f"{what}: property {key}")
+                self._locations.check(
+                    location, lambda: self._catalog_namespace_prefixes(path), what
+                )
+                checked[key] = location
+        return checked
+
+    def _location_holder(self, location: str, exclude: tuple[Path, str]) -> tuple[str, ...] | None:
+        """The id of another Lance table whose location is ``location``, holds it or lies
+        under it, or None. Reads every namespace of the catalog (see the README for the
+        cost); stored locations that cannot be resolved are skipped."""
+        for path, name, stored in self._lance_locations():
+            if (path, name) == exclude or not stored:
+                continue
+            try:
+                other = locations.resolve(tables.plain_location(stored), None, "stored")
+            except InvalidInputError:
+                continue
+            if locations.overlap(location, other):
+                return (*path, name)
+        return None
+
+    def _lance_locations(self) -> Iterator[tuple[Path, str, str | None]]:
+        """(namespace, name, stored location) of every Lance table of the catalog."""
+        for path in self._catalog_table_namespaces():
+            try:
+                found = self._catalog_lance_locations(path)
+            except NamespaceNotFoundError:
+                continue  # dropped while we walked
+            for name, stored in found.items():
+                yield path, name, stored
+
+    def _reason_to_keep_data(self, path: Path, name: str, entry: TableEntry) -> str | None:
+        """Why a drop must leave the table's data where it is, or None to delete it: its
+        location is outside the allowed prefixes, or another Lance table points there."""
+        what = f"Table {describe((*path, name))}"
+        try:
+            location = locations.resolve(tables.plain_location(entry.location), None, what)
+        except InvalidInputError as error:
+            return f"its location cannot be resolved ({error})"
+        if not self._locations.allows(location, lambda: self._catalog_table_prefixes(path)):
+            return f"its location is outside the allowed prefixes ({locations.CONFINEMENT_RULE})"
+        holder = self._location_holder(location, exclude=(path, name))
+        if holder is not None:
+            return f"table {describe(holder)} still points at it"
+        return None
 
     def _require_table(self, path: Path, name: str) -> TableEntry:
         entry = self._catalog_get_table(path, name)
@@ -448,6 +593,7 @@ class CatalogNamespace(
                         NamespaceAlreadyExistsError, describe(path), "(it always exists)"
                     )
                 return CreateNamespaceResponse(properties=self._catalog_root_properties())
+            properties = self._namespace_properties(path, properties)
             if mode == OVERWRITE and self._catalog_get_namespace(path) is not None:
                 self._catalog_replace_namespace_properties(path, properties)
                 return CreateNamespaceResponse(properties=self._stored_properties(properties))
@@ -571,9 +717,9 @@ class CatalogNamespace(
             path, name = self._table_path(req.id)
             parameters = self._declared_parameters(req.properties)
             if req.location is not None:
-                location = tables.check_location(req.location, f"Table {describe((*path, name))}")
+                location = self._caller_table_location(path, name, req.location, "declare")
             else:
-                location = tables.default_table_location(self._catalog_table_base(path), name)
+                location = self._default_location(path, name)
             entry = TableEntry(name=name, location=location, parameters=parameters)
             # Declaring over an existing dataset: the catalog shows its columns at once.
             schema = None if self._managed_versioning(entry) else self._dataset_schema(location)
@@ -596,7 +742,7 @@ class CatalogNamespace(
             req = coerce_request(request, RegisterTableRequest)
             path, name = self._table_path(req.id)
             mode = _mode(req.mode, CREATE, (CREATE, OVERWRITE), "register mode")
-            location = tables.check_location(req.location, f"Table {describe((*path, name))}")
+            location = self._caller_table_location(path, name, req.location, "register")
             parameters = self._declared_parameters(req.properties)
             schema = self._dataset_schema(location)
             if schema is None:
@@ -711,8 +857,18 @@ class CatalogNamespace(
             # The entry goes first: if deleting data then fails, the data can be registered
             # again; the other order could leave a catalog entry pointing at nothing.
             has_data = entry.location is not None and self._has_committed_data(entry)
+            kept = self._reason_to_keep_data(path, name, entry) if has_data else None
             self._catalog_delete_table(path, name)
-            if has_data:
+            answer = dict(entry.parameters)
+            if kept is not None:
+                logger.warning(
+                    "catalog entry of %s dropped, data kept at %s: %s",
+                    describe((*path, name)),
+                    entry.location,
+                    kept,
+                )
+                answer[locations.DATA_KEPT_KEY] = kept
+            elif has_data:
                 import lance
 
                 try:
@@ -728,9 +884,7 @@ class CatalogNamespace(
                         entry.location,
                         error,
                     )
-            return DropTableResponse(
-                id=[*path, name], location=entry.location, properties=dict(entry.parameters)
-            )
+            return DropTableResponse(id=[*path, name], location=entry.location, properties=answer)
 
     # ----------------------------------------------------------------------------------------
     # Catalog-managed versions (managed_by=impl): the catalog arbitrates every commit

@@ -16,6 +16,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
+from .locations import DEFAULT_SCHEMES, parse_prefixes, parse_schemes, resolve
 from .redaction import REDACTED, STORAGE_PREFIX, masked, secret_values
 
 
@@ -83,9 +84,12 @@ def one_of(*choices: str) -> Callable[[str], str]:
 def absolute_root(value: str) -> str:
     """A storage root: a URI (``s3://...``) is kept, a local path is made absolute."""
     value = non_empty(value)
-    if "://" in value:
-        return value.rstrip("/")
-    return os.path.abspath(os.path.expanduser(value))
+    if "://" not in value:
+        value = os.path.abspath(os.path.expanduser(value))
+    try:
+        return resolve(value, None, "root")
+    except InvalidInputError as error:
+        raise ValueError(str(error)) from None
 
 
 ROOT = Property(
@@ -164,3 +168,42 @@ def parse_properties(
             ) from None
     secret_names = frozenset(name for name, prop in by_name.items() if prop.secret)
     return Settings(values, storage, raw, secret_names)
+
+
+CONFINE_LOCATIONS = Property(
+    "confine_locations",
+    "Refuse a location a caller sets outside root, the catalog's own locations and "
+    "allowed_locations (lance-metastore serve always does)",
+    boolean,
+    default=False,
+)
+
+ALLOWED_LOCATIONS = Property(
+    "allowed_locations",
+    "Comma list of absolute prefixes where callers may also set locations when confined",
+    parse_prefixes,
+    default=(),
+)
+
+ALLOWED_SCHEMES = Property(
+    "allowed_schemes",
+    "Comma list of the location schemes allowed when confined ('file' for local paths)",
+    parse_schemes,
+    default=frozenset(DEFAULT_SCHEMES),
+)
+
+SHARED_LOCATIONS = Property(
+    "shared_locations",
+    "Allow a table entry at a location that another Lance table entry holds or overlaps",
+    boolean,
+    default=False,
+)
+
+# Every backend takes these: where tables may live (see locations.py).
+LOCATION_PROPERTIES: tuple[Property, ...] = (
+    ROOT,
+    CONFINE_LOCATIONS,
+    ALLOWED_LOCATIONS,
+    ALLOWED_SCHEMES,
+    SHARED_LOCATIONS,
+)

@@ -137,7 +137,7 @@ class TableDataOps:
                     self._record_columns(path, name, dataset.schema, existing)
                     existing = self._require_lance_table(path, name)
                 return self._created(existing, self._current_version(path, existing))
-            location = tables.default_table_location(self._catalog_table_base(path), name)
+            location = self._default_location(path, name)
             entry = TableEntry(name=name, location=location, parameters=parameters)
             local = tables.plain_location(location) or ""
             fresh = "://" not in local and not os.path.exists(local)

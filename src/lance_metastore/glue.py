@@ -49,8 +49,8 @@ from lance_namespace.errors import (
 from . import versions
 from .base import CatalogNamespace
 from .config import (
+    LOCATION_PROPERTIES,
     MANAGED_BY,
-    ROOT,
     Property,
     Settings,
     non_empty,
@@ -113,7 +113,7 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     Property("connect_timeout_sec", "Connect timeout", positive_float, default=10.0),
     Property("read_timeout_sec", "Read timeout", positive_float, default=60.0),
-    ROOT,
+    *LOCATION_PROPERTIES,
     MANAGED_BY,
 )
 
@@ -235,6 +235,7 @@ class GlueNamespace(CatalogNamespace):
 
     PROPERTIES = PROPERTIES
     SUPPORTS_CASCADE = False
+    NAMESPACE_LOCATION_KEYS = (LOCATION,)
 
     def _configure(self, settings: Settings) -> None:
         has_key = settings["access_key_id"] is not None
@@ -813,6 +814,35 @@ class GlueNamespace(CatalogNamespace):
             for item in items
             if is_lance_table(item.get("TableType"), item.get("Parameters"))
         ]
+
+    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
+        """One GetTables listing (a call per 100 tables): it returns whole tables."""
+        from .tables import is_lance_table
+
+        items = self._pages(
+            "get_tables",
+            "TableList",
+            DatabaseName=path[-1],
+            MaxResults=PAGE_SIZE,
+            **self._ids(path[:-1]),
+        )
+        return {
+            item["Name"]: (item.get("StorageDescriptor") or {}).get("Location")
+            for item in items or ()
+            if is_lance_table(item.get("TableType"), item.get("Parameters"))
+        }
+
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """The databases of every catalog level: one GetDatabases and one GetCatalogs each."""
+        pending: list[Path] = [()]
+        while pending:
+            chain = pending.pop()
+            yield from ((*chain, name) for name in self._database_names(chain) or ())
+            pending.extend((*chain, name) for name in self._child_catalog_names(chain) or ())
+
+    def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
+        database = self._get_database(path)
+        return [database.get("LocationUri") if database else None]
 
     def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
         response = self._call("get_table", DatabaseName=path[-1], Name=name, **self._ids(path[:-1]))

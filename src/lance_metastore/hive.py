@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from lance_namespace.errors import (
@@ -61,7 +61,15 @@ from ._hms_transport import (
     security_hint,
 )
 from .base import CatalogNamespace
-from .config import MANAGED_BY, ROOT, Property, Settings, non_empty, positive_float, positive_int
+from .config import (
+    LOCATION_PROPERTIES,
+    MANAGED_BY,
+    Property,
+    Settings,
+    non_empty,
+    positive_float,
+    positive_int,
+)
 from .errors import lance_error
 from .identifiers import NameRules, Path, describe
 from .retries import Backoff
@@ -129,7 +137,7 @@ PROPERTIES: tuple[Property, ...] = (
         "client.lock-timeout-sec", "Longest wait for a table lock at commit", positive_float, 30.0
     ),
     *SECURITY_PROPERTIES,
-    ROOT,
+    *LOCATION_PROPERTIES,
     MANAGED_BY,
 )
 
@@ -139,6 +147,7 @@ class _HiveNamespace(CatalogNamespace):
 
     PROPERTIES = PROPERTIES
     SUPPORTS_CASCADE = True
+    NAMESPACE_LOCATION_KEYS = (DB_LOCATION, CATALOG_LOCATION)
     # Namespace levels above a table: 1 for Hive 2 (database), 2 for Hive 3 (catalog, db).
     DEPTH = 1
     LEVELS: tuple[str, ...] = ("database", "table")  # what each part of an id names
@@ -832,6 +841,42 @@ class _HiveNamespace(CatalogNamespace):
         except ttypes.NoSuchObjectException:
             raise lance_error(TableNotFoundError, describe((*path, name))) from None
 
+    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
+        """Two calls: the filtered listing, then every table of it in one request."""
+        try:
+            names = list(
+                self._call("get_table_names_by_filter", self._db_ref(path), LANCE_FILTER, -1)
+            )
+        except ttypes.UnknownDBException:
+            return {}
+        if not names:
+            return {}
+        request = ttypes.GetTablesRequest(
+            dbName=path[-1], tblNames=names, catName=self._catalog_of(path)
+        )
+        found = self._call("get_table_objects_by_name_req", request).tables or []
+        return {
+            table.tableName: plain_location(table.sd.location) if table.sd else None
+            for table in found
+        }
+
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """Every database: one ``get_all_databases``."""
+        return iter([(name,) for name in self._list_databases(None)])
+
+    def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
+        database = self._get("get_database", self._db_ref(path))
+        own = database.locationUri if database is not None else None
+        return [own, *self._warehouse_locations(path[:-1])]
+
+    def _catalog_namespace_prefixes(self, path: Path) -> list[str | None]:
+        return self._warehouse_locations(path[:-1])
+
+    def _warehouse_locations(self, parent: Path) -> list[str | None]:
+        """The metastore's warehouse: the location of its database ``default``."""
+        default = self._get("get_database", self._db_ref((*parent, "default")))
+        return [default.locationUri if default is not None else None]
+
     def _catalog_table_base(self, path: Path) -> str:
         """The database's own location first (as on Glue), then the root.
 
@@ -1041,6 +1086,25 @@ class Hive3Namespace(_HiveNamespace):
         if not self._check_catalog(path[0]):
             raise lance_error(NamespaceNotFoundError, describe(path))
         return super()._catalog_list_lance_tables(path)
+
+    def _catalog_table_namespaces(self) -> Iterator[Path]:
+        """The databases of every catalog: ``get_catalogs``, then one listing per catalog."""
+        for catalog in self._catalog_list_namespaces(()):
+            yield from ((catalog, name) for name in self._catalog_databases(catalog))
+
+    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
+        if len(path) < 2:
+            return {}  # catalogs hold databases, not tables
+        return super()._catalog_lance_locations(path)
+
+    def _warehouse_locations(self, parent: Path) -> list[str | None]:
+        """The default catalog's warehouse, and the location of the catalog ``parent`` names
+        (with its own database ``default``)."""
+        found = super()._warehouse_locations((DEFAULT_CATALOG,))
+        if parent and parent[0] != DEFAULT_CATALOG and self._has_catalog_api():
+            found.extend(super()._warehouse_locations(parent[:1]))
+            found.append((self._catalog_properties(parent[0]) or {}).get(CATALOG_LOCATION))
+        return found
 
     def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
         if not self._has_catalog_api() and path[0] != DEFAULT_CATALOG:

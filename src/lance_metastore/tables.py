@@ -7,12 +7,12 @@ The rules come from the Glue table definition spec and apply to Hive as well:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from lance_namespace.errors import InvalidInputError
 
+from . import locations
 from .schema import CatalogColumn
 
 TABLE_TYPE_KEY = "table_type"
@@ -130,9 +130,7 @@ def plain_location(location: str | None) -> str | None:
 
 def join_location(base: str, *names: str) -> str:
     """Join a storage root (local path or URI) with child names."""
-    if "://" in base:
-        return "/".join([base.rstrip("/"), *names])
-    return os.path.join(base, *names)
+    return locations.join(base, *names)
 
 
 def default_table_location(base: str, table: str) -> str:
@@ -141,10 +139,5 @@ def default_table_location(base: str, table: str) -> str:
 
 
 def check_location(location: str | None, what: str) -> str:
-    if location is None:
-        raise InvalidInputError(f"{what} has no location")
-    if not isinstance(location, str) or not location.strip():
-        raise InvalidInputError(f"{what}: location must be a non-empty string")
-    if any(ord(ch) < 32 for ch in location):
-        raise InvalidInputError(f"{what}: location contains a control character")
-    return location.strip()
+    """A stored location as text (13 when missing or malformed); see :mod:`locations`."""
+    return locations.check_text(location, what)

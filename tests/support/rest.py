@@ -83,10 +83,16 @@ class RestHarness(Harness):
         self.max_name_length = inner.max_name_length
 
     def server(self, **overrides: str) -> RestServer:
-        """The server over the wrapped namespace built with ``overrides`` (one per set)."""
+        """The server over the wrapped namespace built with ``overrides`` (one per set).
+
+        A served namespace confines the locations its callers set; the suite places datasets
+        "elsewhere" in the test's own directory (beside ``root``), so the server allows that
+        directory (``allowed_locations``) unless ``overrides`` say otherwise.
+        """
         key = json.dumps(overrides, sort_keys=True)
         if key not in self.servers:
-            self.servers[key] = RestServer(self.inner.connect(**overrides)).start()
+            properties = {"allowed_locations": str(self.root.parent), **overrides}
+            self.servers[key] = RestServer(self.inner.connect(**properties)).start()
         return self.servers[key]
 
     def connect(self, **overrides: str) -> LanceNamespace:

@@ -108,10 +108,15 @@ def create_app(
     ``auth_token``: when given, every route but the health route needs
     ``Authorization: Bearer <token>`` (401, code 16, otherwise). ``max_body_bytes`` caps request
     bodies (413, code 13). One audit line per request goes to ``audit_logger``
-    (``lance_metastore.rest.audit`` by default).
+    (``lance_metastore.rest.audit`` by default). Our namespaces are switched to confined
+    locations (``confine_locations``) first: callers set locations only under allowed prefixes.
     """
     from .openapi import openapi_document
 
+    # A served namespace always confines the locations its callers set (see locations.py).
+    confine = getattr(namespace, "confine_locations", None)
+    if callable(confine):
+        confine()
     document: dict[str, Any] = {}
 
     async def health(request: Request) -> Response:

@@ -13,6 +13,7 @@ import typer
 from ...bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
 from ...errors import scrub
 from ...identifiers import join_identifier, parse_identifier
+from ...locations import DATA_KEPT_KEY
 from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
 
@@ -223,7 +224,13 @@ def drop_table_command(
                 raise CliFailure("aborted: nothing was dropped")
         response = ns.drop_table(DropTableRequest(id=parts))
         document = {"id": list(response.id or parts), "location": response.location}
-        state.output.done(document, f"dropped {join_identifier(parts)} and its data")
+        kept = (response.properties or {}).get(DATA_KEPT_KEY)
+        if kept:
+            document["data_kept"] = kept
+            message = f"dropped {join_identifier(parts)}; data kept at {response.location}: {kept}"
+        else:
+            message = f"dropped {join_identifier(parts)} and its data"
+        state.output.done(document, message)
 
 
 def versions_command(
