@@ -125,17 +125,19 @@ class TableDataOps:
             path, name = self._table_path(req.id)
             target = f"table {describe((*path, name))}"
             mode = request_mode(req.mode, CREATE, (CREATE, EXIST_OK, OVERWRITE), "create mode")
-            data = read_ipc_stream(request_data, target)
             parameters = self._declared_parameters(req.properties)
             existing = self._catalog_get_table(path, name)
             if existing is not None:
                 if mode == CREATE or not existing.is_lance:
                     raise TableAlreadyExistsError(f"Table {describe((*path, name))} already exists")
                 if mode == OVERWRITE:
+                    data = read_ipc_stream(request_data, target)
                     dataset = self._write(path, existing, data, OVERWRITE)
                     self._record_columns(path, name, dataset.schema, existing)
                     existing = self._require_lance_table(path, name)
                 return self._created(existing, self._current_version(path, existing))
+            # The rows are decoded only once the target is known to take them.
+            data = read_ipc_stream(request_data, target)
             location = tables.default_table_location(self._catalog_table_base(path), name)
             entry = TableEntry(name=name, location=location, parameters=parameters)
             local = tables.plain_location(location) or ""
