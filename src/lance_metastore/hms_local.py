@@ -40,8 +40,10 @@ Every release listens on ``host`` only (``127.0.0.1`` by default): 4.0 through i
 the wildcard address), so their boot script first installs :data:`_BIND_GUARD`, a server-socket
 factory of this project that binds wildcard requests to ``host`` instead; it needs the JVM to
 open ``java.net`` to it. A wildcard ``host`` (``0.0.0.0``, ``::``) listens everywhere, as asked.
-After a start on Linux, :meth:`LocalMetastore.listening_addresses` shows what the kernel says
-the port is bound to, and ``start`` warns if it is more than ``host``.
+The exception: a 2.3 or 3.1 metastore with TLS (``hive.metastore.use.SSL``) still listens on
+every interface, because Java's TLS server socket cannot accept through the guard. After a
+start on Linux, :meth:`LocalMetastore.listening_addresses` shows what the kernel says the port
+is bound to, and ``start`` warns if it is more than ``host``.
 """
 
 from __future__ import annotations
@@ -982,8 +984,18 @@ class LocalMetastore:
             (self.conf_dir / _TXN_TABLES_FILE).write_text(HMS4_TXN_TABLES)
 
     def _bind_guarded(self) -> bool:
-        """Whether the JVM needs :data:`_BIND_GUARD` to listen on ``host`` only."""
-        return self._release.key in _NO_BIND_SETTING and self._host not in _WILDCARD_HOSTS
+        """Whether the JVM needs :data:`_BIND_GUARD` to listen on ``host`` only.
+
+        Not with TLS: Java's TLS server socket accepts only into its own platform socket,
+        which a guarded server socket cannot accept into, so a TLS 2.3/3.1 metastore listens
+        on every interface and ``start`` warns (see :meth:`_warn_if_listening_beyond_host`).
+        """
+        tls = any(
+            self._hive_conf.get(key, "").lower() == "true"
+            for key in ("hive.metastore.use.SSL", "metastore.use.SSL")
+        )
+        guardable = self._release.key in _NO_BIND_SETTING and not tls
+        return guardable and self._host not in _WILDCARD_HOSTS
 
     def _boot_script(self) -> str:
         guard = _BIND_GUARD if self._bind_guarded() else ""
