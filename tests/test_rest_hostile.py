@@ -39,6 +39,12 @@ from lance_metastore.rest import (
     check_exposure,
     read_token_file,
 )
+from lance_metastore.rest.arrow_bodies import (
+    DecodedBodyTooLarge,
+    arrow_body,
+    check_decoded_size,
+    declared_decoded_bytes,
+)
 from lance_metastore.rest.disclosure import carries_internals
 
 TOKEN = "hostile-" + "t" * 40
@@ -138,6 +144,33 @@ def test_the_decoded_limit_applies_to_any_namespace_and_is_configurable(tmp_path
         assert http.post("/v1/table/a$t/count_rows", json={}).json() == 2 * MIB
         garbage = http.post("/v1/table/a$u/create", content=b"not arrow at all")
         assert error_of(garbage) == (400, 13)
+
+
+@pytest.mark.parametrize("compression", [None, "zstd", "lz4"])
+def test_the_decoded_size_is_read_from_the_stream_without_decoding(compression: str | None):
+    """Strings, lists and dictionaries, compressed or not: the declared size is exact, so the
+    limit holds to the byte (what decoding allocates for the buffers)."""
+    table = pa.table(
+        {
+            "s": ["a", "bb", None] * 1000,
+            "d": pa.array(["x", "y", "x"] * 1000).dictionary_encode(),
+            "l": [[1, 2]] * 3000,
+        }
+    )
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+        writer.write_table(table)
+    body = sink.getvalue()
+    declared = sum(
+        declared_decoded_bytes(message) for message in pa.ipc.MessageReader.open_stream(body)
+    )
+    assert table.nbytes <= declared <= table.nbytes + 64  # 64: the dictionary's own validity
+    check_decoded_size(body, declared)
+    with pytest.raises(DecodedBodyTooLarge):
+        check_decoded_size(body, declared - 1)
+    reader = arrow_body(body.to_pybytes(), declared, lazy=True)
+    assert reader.read_all().equals(table)
 
 
 def serve_process(*args: str) -> subprocess.Popen[str]:
