@@ -25,6 +25,12 @@ Measured, per repeat (medians of the repeats are reported):
   each (each client a thread with its own connection), REST and in-process alternated by
   repeat.
 
+- the server's peak memory under decompression bombs (``--bomb-only`` runs just this): a
+  second ``serve`` with ``--max-body-mb 1`` gets ``--bombs`` bodies of ~58 KB of zstd Arrow IPC
+  that decode to 1 GiB each (``tests/support/hostile.py``), to ``create`` and ``insert``; its
+  peak resident memory (``VmHWM``) before and after is reported, next to the peak of a child
+  process that decodes one bomb whole (what the server did before it had a decoded limit).
+
 The load average is printed before and after: on a shared machine, read the ratios, which
 both sides of a pair share, more than the absolute numbers.
 """
@@ -46,7 +52,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import (
+    TESTS,
     ServerProcess,
+    add_tests_to_path,
     alternate,
     environment,
     fmt_ratio,
@@ -66,12 +74,14 @@ def load() -> str:
     return f"{one:.2f} {five:.2f} {fifteen:.2f} (cores: {os.cpu_count()})"
 
 
-def start_server(impl: str, props: dict[str, str], audit_log: Path) -> tuple[subprocess.Popen, str]:
+def start_server(
+    impl: str, props: dict[str, str], audit_log: Path, *serve_options: str
+) -> tuple[subprocess.Popen, str]:
     """``lance-metastore serve`` in a child process; returns it and the URL it printed."""
     command = [sys.executable, "-m", "lance_metastore.cli", "--impl", impl]
     for key, value in props.items():
         command += ["--prop", f"{key}={value}"]
-    command += ["serve", "--port", "0"]
+    command += ["serve", "--port", "0", *serve_options]
     process = subprocess.Popen(
         command,
         stdout=subprocess.PIPE,
@@ -172,6 +182,81 @@ def throughput(factory: Callable[[], Any], clients: int, seconds: float, tables:
     return sum(counts) / elapsed
 
 
+_DECODE_WHOLE = """
+import sys
+import pyarrow.ipc as ipc
+sys.path.insert(0, sys.argv[1])
+from support.hostile import decompression_bomb, peak_rss_mib
+body = decompression_bomb(1024)
+before = peak_rss_mib("self")
+table = ipc.open_stream(body).read_all()
+print(peak_rss_mib("self") - before)
+"""
+
+
+def bomb_memory(impl: str, props: dict[str, str], workdir: Path, bombs: int) -> dict[str, Any]:
+    """Peak RSS of a ``serve --max-body-mb 1`` child before and after ``bombs`` 1 GiB bombs."""
+    import httpx
+
+    add_tests_to_path()
+    from support.hostile import decompression_bomb, peak_rss_mib
+
+    body = decompression_bomb(1024)
+    server, url = start_server(impl, props, workdir / "audit-bomb.log", "--max-body-mb", "1")
+    try:
+        with httpx.Client(base_url=url, timeout=120) as http:
+            table = f"{DB}$bombed"
+            target = http.post(f"/v1/table/{DB}$t0000/describe", json={})
+            assert target.status_code == 200, target.text
+            before = peak_rss_mib(server.pid)
+            statuses = set()
+            started = time.perf_counter()
+            for i in range(bombs):
+                route = f"/v1/table/{table}/create" if i % 2 else f"/v1/table/{DB}$t0000/insert"
+                statuses.add(http.post(route, content=body).status_code)
+            seconds = (time.perf_counter() - started) / bombs
+            after = peak_rss_mib(server.pid)
+    finally:
+        server.terminate()
+        server.wait(60)
+    decode = subprocess.run(
+        [sys.executable, "-c", _DECODE_WHOLE, str(TESTS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return {
+        "bombs": bombs,
+        "body_bytes": len(body),
+        "decoded_bytes": 1 << 30,
+        "statuses": sorted(statuses),
+        "server_peak_rss_before_mib": before,
+        "server_peak_rss_after_mib": after,
+        "ms_per_bomb": seconds * 1000,
+        "decode_whole_peak_growth_mib": float(decode.stdout.strip()),
+    }
+
+
+def print_bomb_report(report: dict[str, Any]) -> None:
+    print(
+        f"\ndecompression bombs: {report['bombs']} bodies of {report['body_bytes']} bytes "
+        f"decoding to 1 GiB each, answered {report['statuses']} in "
+        f"{report['ms_per_bomb']:.1f} ms each"
+    )
+    growth = report["server_peak_rss_after_mib"] - report["server_peak_rss_before_mib"]
+    print(
+        format_table(
+            ["", "peak RSS MiB"],
+            [
+                ["server before", f"{report['server_peak_rss_before_mib']:.0f}"],
+                ["server after", f"{report['server_peak_rss_after_mib']:.0f}"],
+                ["server growth", f"{growth:.0f}"],
+                ["decoding one whole", f"+{report['decode_whole_peak_growth_mib']:.0f}"],
+            ],
+        )
+    )
+
+
 def prepare(impl: str, props: dict[str, str], tables: int) -> None:
     from lance_namespace import connect
 
@@ -203,6 +288,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--bombs", type=int, default=6)
+    parser.add_argument("--bomb-only", action="store_true", help="only the bomb memory check")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
@@ -225,6 +312,12 @@ def main() -> None:
     server = None
     try:
         prepare(impl, props, args.tables)
+        if args.bomb_only:
+            bombs = bomb_memory(impl, props, workdir, args.bombs)
+            print_bomb_report(bombs)
+            if args.json:
+                write_json(args.json, {"bombs": bombs, "args": vars(args), "load": load()})
+            return
         server, url = start_server(impl, props, workdir / "audit.log")
         factories = connect_pair(impl, props, url)
 
@@ -276,6 +369,8 @@ def main() -> None:
             }
         print(f"\ndescribe_table requests/s, median of {args.repeat} runs of {args.seconds:g} s")
         print(format_table(["clients", "in-process", "REST", "REST/in-process"], rows))
+        report["bombs"] = bomb_memory(impl, props, workdir, args.bombs)
+        print_bomb_report(report["bombs"])
         print(f"\nload average after: {load()}")
         if args.json:
             report |= {"args": vars(args), "environment": environment(), "load": load()}

@@ -8,6 +8,7 @@ on the kerberized metastore (backend ``hive_kerberos`` in conftest.py).
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import subprocess
@@ -487,3 +488,17 @@ def test_kerberos_without_the_extra_says_how_to_install_it(monkeypatch) -> None:
         Hive2Namespace(uri="thrift://127.0.0.1:9", **{"client.auth": "kerberos"})
     assert caught.value.code == ErrorCode.INVALID_INPUT
     assert "lance-metastore[kerberos]" in str(caught.value)
+
+
+def test_a_tls_metastore_listening_everywhere_is_warned_about(
+    tls_hms: TlsMetastore, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HMS 2.3 with TLS cannot use the launcher's bind guard (hms_local): it listens on every
+    interface, and start() says so instead of staying silent."""
+    from lance_metastore import hms_local
+
+    if hms_local.listening_addresses(tls_hms.metastore.port) is None:
+        pytest.skip("the kernel does not list listening sockets here (not Linux)")
+    with caplog.at_level(logging.WARNING, logger="lance_metastore.hms_local"):
+        tls_hms.metastore._warn_if_listening_beyond_host()
+    assert "listens on every interface" in caplog.text

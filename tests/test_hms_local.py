@@ -325,3 +325,31 @@ def test_offline_fetch_names_the_missing_artifact(tmp_path, monkeypatch):
     message = str(caught.value)
     assert "hive-standalone-metastore" in message and "0.0-none" in message
     assert not (tmp_path / "cache" / "0.0-none" / "lib").exists()  # nothing half-fetched kept
+
+
+@pytest.mark.parametrize("uri_fixture", ["hive_metastore_uri", "hms31_uri", "hms4_uri"])
+def test_every_release_listens_on_loopback_only(uri_fixture: str, request) -> None:
+    """HMS 2.3 and 3.1 have no bind setting (their Thrift server asks for every interface):
+    the launcher's bind guard puts them on the metastore's host; 4.0 binds there itself."""
+    if os.environ.get("LANCE_METASTORE_TEST_HMS_URI") and uri_fixture == "hive_metastore_uri":
+        pytest.skip("an external metastore is configured")
+    port = int(request.getfixturevalue(uri_fixture).rsplit(":", 1)[1])
+    addresses = hms_local.listening_addresses(port)
+    if addresses is None:
+        pytest.skip("the kernel does not list listening sockets here (not Linux)")
+    assert addresses == ["127.0.0.1"]
+
+
+def test_the_bind_guard_is_used_only_where_the_release_cannot_bind(tmp_path: Path) -> None:
+    def command(version: str, host: str) -> list[str]:
+        metastore = LocalMetastore(tmp_path / f"{version}-{host}", host=host, version=version)
+        return metastore._command("java", tmp_path)
+
+    for version in ("2.3", "3.1"):
+        guarded = command(version, "127.0.0.1")
+        assert "-Dlance.metastore.bind.host=127.0.0.1" in guarded
+        assert "--add-opens=java.base/java.net=ALL-UNNAMED" in guarded
+        assert "setSocketFactory" in guarded[-1]
+        everywhere = command(version, "0.0.0.0")  # asked for every interface: no guard
+        assert not any("bind.host" in arg or "setSocketFactory" in arg for arg in everywhere)
+    assert not any("setSocketFactory" in arg for arg in command("4", "127.0.0.1"))

@@ -126,17 +126,19 @@ class TableDataOps:
             path, name = self._table_path(req.id)
             target = f"table {describe((*path, name))}"
             mode = request_mode(req.mode, CREATE, (CREATE, EXIST_OK, OVERWRITE), "create mode")
-            data = read_ipc_stream(request_data, target)
             parameters = self._declared_parameters(req.properties)
             existing = self._catalog_get_table(path, name)
             if existing is not None:
                 if mode == CREATE or not existing.is_lance:
                     raise lance_error(TableAlreadyExistsError, describe((*path, name)))
                 if mode == OVERWRITE:
+                    data = read_ipc_stream(request_data, target)
                     dataset = self._write(path, existing, data, OVERWRITE)
                     self._record_columns(path, name, dataset.schema, existing)
                     existing = self._require_lance_table(path, name)
                 return self._created(existing, self._current_version(path, existing))
+            # The rows are decoded only once the target is known to take them.
+            data = read_ipc_stream(request_data, target)
             location = self._default_location(path, name)
             entry = TableEntry(name=name, location=location, parameters=parameters)
             local = tables.plain_location(location) or ""

@@ -34,14 +34,25 @@ The standalone metastores need the same, found differently:
 - Their defaults name classes that live in Hive's query engine, not in the standalone jars
   (the partition expression proxy; 3.1's dump-directory cleaner): the configuration names
   the standalone ones.
-- 4.0 binds to ``host`` (``metastore.thrift.bind.host``); 2.3 and 3.1 listen on every interface.
+
+Every release listens on ``host`` only (``127.0.0.1`` by default): 4.0 through its own
+``metastore.thrift.bind.host``. 2.3 and 3.1 have no bind setting (their Thrift server asks for
+the wildcard address), so their boot script first installs :data:`_BIND_GUARD`, a server-socket
+factory of this project that binds wildcard requests to ``host`` instead; it needs the JVM to
+open ``java.net`` to it. A wildcard ``host`` (``0.0.0.0``, ``::``) listens everywhere, as asked.
+The exception: a 2.3 or 3.1 metastore with TLS (``hive.metastore.use.SSL``) still listens on
+every interface, because Java's TLS server socket cannot accept through the guard. After a
+start on Linux, :meth:`LocalMetastore.listening_addresses` shows what the kernel says the port
+is bound to, and ``start`` warns if it is more than ``host``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
+import logging
 import os
 import shutil
 import signal
@@ -73,11 +84,14 @@ __all__ = [
     "find_pyspark_jars",
     "hive_site_properties",
     "java_executable",
+    "listening_addresses",
     "metastore_site_properties",
     "thrift_client",
 ]
 
 DEFAULT_HEAP = "512m"
+
+logger = logging.getLogger("lance_metastore.hms_local")
 
 # Measured on a 2-core machine, from launch to the first answered call: ~2.7 s with the JVM's
 # defaults and ~1.9 s with these (~3.2 s and ~2.5 s for start() on a new data directory,
@@ -118,6 +132,115 @@ try {{
 }}
 org.apache.hadoop.hive.metastore.HiveMetaStore.main(new String[] {{"-p", "{port}"}});
 """
+
+# Prepended to the 2.3 and 3.1 boot scripts (see the module docstring): every server socket
+# asked to bind to the wildcard address binds to the address in _BIND_PROPERTY instead. The
+# platform socket does the work; this class only passes calls on (by reflection: they are
+# protected). Client sockets keep the platform implementation (Java requires a client
+# factory once the server one is not the platform's). No braces are formatted in it.
+_BIND_PROPERTY = "lance.metastore.bind.host"
+_BIND_GUARD = """\
+final java.lang.reflect.Method platform = java.net.SocketImpl.class.getDeclaredMethod(
+    "createPlatformSocketImpl", new Class[] {boolean.class});
+platform.setAccessible(true);
+final Class impl = java.net.SocketImpl.class;
+final java.lang.reflect.Method[] calls = new java.lang.reflect.Method[] {
+  impl.getDeclaredMethod("create", new Class[] {boolean.class}),
+  impl.getDeclaredMethod("bind", new Class[] {java.net.InetAddress.class, int.class}),
+  impl.getDeclaredMethod("listen", new Class[] {int.class}),
+  impl.getDeclaredMethod("accept", new Class[] {java.net.SocketImpl.class}),
+  impl.getDeclaredMethod("close", new Class[0]),
+  impl.getDeclaredMethod("getLocalPort", new Class[0]),
+  impl.getDeclaredMethod("available", new Class[0]),
+};
+for (int i = 0; i < calls.length; i++) calls[i].setAccessible(true);
+
+class BoundServerSocketImpl extends java.net.SocketImpl {
+  private final java.net.SocketImpl delegate;
+  private final java.net.InetAddress boundHost;
+  private final java.lang.reflect.Method[] methods;
+  BoundServerSocketImpl(java.net.SocketImpl delegate, java.net.InetAddress boundHost,
+      java.lang.reflect.Method[] methods) {
+    this.delegate = delegate; this.boundHost = boundHost; this.methods = methods;
+  }
+  private Object call(int index, Object[] args) throws java.io.IOException {
+    try {
+      return methods[index].invoke(delegate, args);
+    } catch (java.lang.reflect.InvocationTargetException e) {
+      if (e.getCause() instanceof java.io.IOException) throw (java.io.IOException) e.getCause();
+      throw new java.io.IOException(e.getCause());
+    } catch (IllegalAccessException e) {
+      throw new java.io.IOException(e);
+    }
+  }
+  protected void create(boolean stream) throws java.io.IOException {
+    call(0, new Object[] {Boolean.valueOf(stream)});
+  }
+  protected void bind(java.net.InetAddress host, int port) throws java.io.IOException {
+    java.net.InetAddress chosen = host.isAnyLocalAddress() ? boundHost : host;
+    call(1, new Object[] {chosen, Integer.valueOf(port)});
+    address = chosen;
+    localport = ((Integer) call(5, new Object[0])).intValue();
+  }
+  protected void listen(int backlog) throws java.io.IOException {
+    call(2, new Object[] {Integer.valueOf(backlog)});
+  }
+  protected void accept(java.net.SocketImpl s) throws java.io.IOException {
+    call(3, new Object[] {s});
+  }
+  protected void close() throws java.io.IOException { call(4, new Object[0]); }
+  protected int available() throws java.io.IOException {
+    return ((Integer) call(6, new Object[0])).intValue();
+  }
+  private java.io.IOException serverOnly() { return new java.io.IOException("a server socket"); }
+  protected void connect(String host, int port) throws java.io.IOException { throw serverOnly(); }
+  protected void connect(java.net.InetAddress host, int port) throws java.io.IOException {
+    throw serverOnly();
+  }
+  protected void connect(java.net.SocketAddress to, int timeout) throws java.io.IOException {
+    throw serverOnly();
+  }
+  protected java.io.InputStream getInputStream() throws java.io.IOException { throw serverOnly(); }
+  protected java.io.OutputStream getOutputStream() throws java.io.IOException {
+    throw serverOnly();
+  }
+  protected void sendUrgentData(int data) throws java.io.IOException { throw serverOnly(); }
+  public void setOption(int id, Object value) throws java.net.SocketException {
+    ((java.net.SocketOptions) delegate).setOption(id, value);
+  }
+  public Object getOption(int id) throws java.net.SocketException {
+    return ((java.net.SocketOptions) delegate).getOption(id);
+  }
+}
+
+class BoundSocketFactory implements java.net.SocketImplFactory {
+  private final boolean server;
+  private final java.net.InetAddress boundHost;
+  private final java.lang.reflect.Method createPlatform;
+  private final java.lang.reflect.Method[] methods;
+  BoundSocketFactory(boolean server, java.net.InetAddress boundHost,
+      java.lang.reflect.Method createPlatform, java.lang.reflect.Method[] methods) {
+    this.server = server; this.boundHost = boundHost;
+    this.createPlatform = createPlatform; this.methods = methods;
+  }
+  public java.net.SocketImpl createSocketImpl() {
+    try {
+      java.net.SocketImpl created = (java.net.SocketImpl) createPlatform.invoke(
+          null, new Object[] {Boolean.valueOf(server)});
+      return server ? new BoundServerSocketImpl(created, boundHost, methods) : created;
+    } catch (Exception e) {
+      throw new RuntimeException(e);
+    }
+  }
+}
+
+final java.net.InetAddress bindHost = java.net.InetAddress.getByName(
+    System.getProperty("lance.metastore.bind.host"));
+java.net.ServerSocket.setSocketFactory(new BoundSocketFactory(true, bindHost, platform, calls));
+java.net.Socket.setSocketImplFactory(new BoundSocketFactory(false, bindHost, platform, calls));
+"""
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::", "[::]", "*")
+_NO_BIND_SETTING = ("2.3", "3.1")  # releases whose Thrift server always asks for the wildcard
 
 # Hive 3.1's standalone metastore: the same, with its own configuration class.
 _BOOT_SCRIPT_3 = """\
@@ -467,6 +590,34 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
+def listening_addresses(port: int) -> list[str] | None:
+    """The local addresses a TCP socket listens on at ``port``, as the kernel reports them
+    (``/proc/net/tcp`` and ``tcp6``; an IPv4-mapped IPv6 address as its IPv4 form), or None
+    where the kernel does not say (not Linux)."""
+    found: list[str] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            if table.endswith("tcp"):
+                return None
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state = fields[1], fields[3]
+            address_hex, port_hex = local.split(":")
+            if state != "0A" or int(port_hex, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address_hex)
+            # the kernel prints each 32-bit word in host (little-endian) order
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            address = ipaddress.ip_address(raw)
+            if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+                address = address.ipv4_mapped
+            found.append(str(address))
+    return found
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -516,7 +667,7 @@ class LocalMetastore:
     """A Hive Metastore JVM whose state lives in ``data_dir``.
 
     ``port=0`` lets the OS choose a free port at the first start; restarts keep it. ``host``
-    is the address clients use (HMS 4 binds to it; 2.3 and 3.1 listen on all interfaces).
+    is the address it listens on and clients use (``0.0.0.0`` or ``::``: every interface).
     ``version`` is ``"2.3"`` (pyspark's jars, no download), ``"3.1"`` or ``"4"`` (fetched with
     Maven on first use); it is recorded in the data directory, whose Derby schema belongs to
     that release. ``hive_conf`` adds to or overrides :func:`hive_site_properties` (or
@@ -650,6 +801,7 @@ class LocalMetastore:
             self._launch()
             try:
                 self._wait_until_ready(timeout)
+                self._warn_if_listening_beyond_host()
                 return
             except MetastoreStartError as error:
                 # Another process can take an OS-chosen port before the JVM binds it.
@@ -831,15 +983,30 @@ class LocalMetastore:
         if self._release.key == "4":
             (self.conf_dir / _TXN_TABLES_FILE).write_text(HMS4_TXN_TABLES)
 
+    def _bind_guarded(self) -> bool:
+        """Whether the JVM needs :data:`_BIND_GUARD` to listen on ``host`` only.
+
+        Not with TLS: Java's TLS server socket accepts only into its own platform socket,
+        which a guarded server socket cannot accept into, so a TLS 2.3/3.1 metastore listens
+        on every interface and ``start`` warns (see :meth:`_warn_if_listening_beyond_host`).
+        """
+        tls = any(
+            self._hive_conf.get(key, "").lower() == "true"
+            for key in ("hive.metastore.use.SSL", "metastore.use.SSL")
+        )
+        guardable = self._release.key in _NO_BIND_SETTING and not tls
+        return guardable and self._host not in _WILDCARD_HOSTS
+
     def _boot_script(self) -> str:
+        guard = _BIND_GUARD if self._bind_guarded() else ""
         if self._release.key == "3.1":
-            return _BOOT_SCRIPT_3.format(port=self._port)
+            return guard + _BOOT_SCRIPT_3.format(port=self._port)
         if self._release.key == "4":
             url = f"jdbc:derby:;databaseName={self._data_dir / DERBY_DIR};create=true"
             return _BOOT_SCRIPT_4.format(
                 port=self._port, jdbc_url=url, ddl_path=self.conf_dir / _TXN_TABLES_FILE
             )
-        return _BOOT_SCRIPT.format(port=self._port)
+        return guard + _BOOT_SCRIPT.format(port=self._port)
 
     def _command(self, java: str, jars: Path) -> list[str]:
         return [
@@ -848,6 +1015,11 @@ class LocalMetastore:
             *JVM_FLAGS,
             *self._jvm_options,
             f"-D{_MARKER_PROPERTY}={self._data_dir}",
+            *(
+                ("--add-opens=java.base/java.net=ALL-UNNAMED", f"-D{_BIND_PROPERTY}={self._host}")
+                if self._bind_guarded()
+                else ()
+            ),
             # Spark's jars bring a log4j2 setup that otherwise ignores Hive's configuration.
             "-Dlog4j2.contextSelector="
             "org.apache.logging.log4j.core.selector.ClassLoaderContextSelector",
@@ -902,6 +1074,24 @@ class LocalMetastore:
                     f"and was killed; last lines of {self.log_path}:\n{_tail(self.log_path)}"
                 )
             time.sleep(0.1)
+
+    def listening_addresses(self) -> list[str] | None:
+        """What the metastore's port listens on, from the kernel (None: not known here)."""
+        return listening_addresses(self._port)
+
+    def _warn_if_listening_beyond_host(self) -> None:
+        if self._host in _WILDCARD_HOSTS:
+            return
+        addresses = self.listening_addresses()
+        wildcards = [a for a in addresses or () if ipaddress.ip_address(a).is_unspecified]
+        if wildcards:
+            logger.warning(
+                "the metastore on port %d listens on every interface (%s), not only on %s: "
+                "anyone who reaches this machine can use it",
+                self._port,
+                ", ".join(wildcards),
+                self._host,
+            )
 
     def _signal(self, pid: int, sig: signal.Signals) -> None:
         try:

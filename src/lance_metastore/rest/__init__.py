@@ -8,20 +8,37 @@ for tests and embedding. Clients: ``lance_namespace.connect("rest", {"uri": url}
 
 from __future__ import annotations
 
-from .app import create_app, http_status
+from .app import MAX_JSON_DEPTH, create_app, http_status
+from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge
+from .connections import ClientLimits
 from .operations import OPERATIONS, Operation
 from .security import DEFAULT_MAX_BODY_BYTES, read_token_file
-from .server import DEFAULT_HOST, DEFAULT_PORT, RestServer, serve
+from .server import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    ExposureError,
+    RestServer,
+    check_exposure,
+    is_loopback,
+    serve,
+)
 
 __all__ = [
+    "DECODED_LIMIT_FACTOR",
     "DEFAULT_HOST",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_PORT",
+    "MAX_JSON_DEPTH",
     "OPERATIONS",
+    "ClientLimits",
+    "DecodedBodyTooLarge",
+    "ExposureError",
     "Operation",
     "RestServer",
+    "check_exposure",
     "create_app",
     "http_status",
+    "is_loopback",
     "read_token_file",
     "serve",
 ]

@@ -29,8 +29,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..base import CatalogNamespace
 from ..errors import is_worded_refusal, known_secrets, unsupported
 from ..redaction import scrub, shareable
+from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
+from .disclosure import public_message
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply
 from .security import (
     DEFAULT_MAX_BODY_BYTES,
@@ -44,6 +47,8 @@ from .security import (
 logger = logging.getLogger("lance_metastore.rest")
 
 DEFAULT_DELIMITER = "$"
+# JSON bodies nested deeper than this are refused (the spec's requests nest a few levels).
+MAX_JSON_DEPTH = 64
 HEALTH_PATH = "/health"
 OPENAPI_PATH = "/openapi.json"
 
@@ -101,16 +106,20 @@ def create_app(
     *,
     auth_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_decoded_bytes: int | None = None,
     audit_logger: logging.Logger | None = None,
 ) -> Starlette:
     """The REST app for ``namespace``.
 
     ``auth_token``: when given, every route but the health route needs
     ``Authorization: Bearer <token>`` (401, code 16, otherwise). ``max_body_bytes`` caps request
-    bodies (413, code 13). One audit line per request goes to ``audit_logger``
+    bodies as they arrive, ``max_decoded_bytes`` (default 4x that) what an Arrow IPC data body
+    may decode to (both 413, code 13). One audit line per request goes to ``audit_logger``
     (``lance_metastore.rest.audit`` by default). Our namespaces are switched to confined
     locations (``confine_locations``) first: callers set locations only under allowed prefixes.
     """
+    if max_decoded_bytes is None:
+        max_decoded_bytes = DECODED_LIMIT_FACTOR * max_body_bytes
     from .openapi import openapi_document
 
     # A served namespace always confines the locations its callers set (see locations.py).
@@ -136,7 +145,11 @@ def create_app(
     for operation in sorted(OPERATIONS, key=_route_priority):
         route_path = operation.path.replace("{id}", "{id:lance_object_id}")
         routes.append(
-            Route(route_path, _endpoint(namespace, operation), methods=[operation.method])
+            Route(
+                route_path,
+                _endpoint(namespace, operation, max_decoded_bytes),
+                methods=[operation.method],
+            )
         )
 
     async def routing_error(request: Request, exc: Exception) -> Response:
@@ -191,10 +204,14 @@ def spec_error(
     return unsupported(operation.name, backend, str(error))
 
 
-def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., Any]:
+def _endpoint(
+    namespace: LanceNamespace, operation: Operation, max_decoded_bytes: int
+) -> Callable[..., Any]:
     method = getattr(namespace, operation.method_name)
     raw_route = _raw_route_pattern(operation)
     backend = type(namespace).__name__
+    # Our namespaces check the target before reading rows: they get a lazily checked reader.
+    lazy_rows = isinstance(namespace, CatalogNamespace)
 
     async def endpoint(request: Request) -> Response:
         scope = request.scope
@@ -205,13 +222,17 @@ def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., 
             body = await request.body() if operation.body is not Body.NONE else b""
             model = _request_model(operation, request, route_id, body)
             if operation.body is Body.ARROW:
-                result = await run_in_threadpool(method, model, body)
+                rows = arrow_body(body, max_decoded_bytes, lazy=lazy_rows)
+                result = await run_in_threadpool(method, model, rows)
             else:
                 result = await run_in_threadpool(method, model)
             return _render(operation, result)
+        except DecodedBodyTooLarge as error:
+            return error_response(error.code, str(error), scope, status=413)
         except (LanceNamespaceError, NotImplementedError) as error:
             answer = spec_error(error, operation, backend)
-            return error_response(answer.code, scrub(str(answer), known_secrets()), scope)
+            message = public_message(answer, operation.name, scope)
+            return error_response(answer.code, scrub(message, known_secrets()), scope)
         except BodyTooLarge as error:
             return error_response(ErrorCode.INVALID_INPUT, str(error), scope, status=413)
         except BadRequest as error:
@@ -220,11 +241,9 @@ def _endpoint(namespace: LanceNamespace, operation: Operation) -> Callable[..., 
             return error_response(
                 ErrorCode.INVALID_INPUT, _validation_message(operation, error), scope
             )
-        except Exception:
-            logger.exception("unexpected error in %s", operation.name)
-            return error_response(
-                ErrorCode.INTERNAL, f"Internal error during {operation.name}", scope
-            )
+        except Exception as error:
+            message = public_message(error, operation.name, scope)
+            return error_response(ErrorCode.INTERNAL, message, scope)
 
     endpoint.__name__ = operation.name
     return endpoint
@@ -327,11 +346,31 @@ def _json_object(body: bytes, what: str) -> dict[str, Any]:
         raise BadRequest(f"The {what} must be a JSON object ({{}} when every field is optional)")
     try:
         value = json.loads(body)
+        too_deep = _nested_deeper_than(value, MAX_JSON_DEPTH)
     except (UnicodeDecodeError, ValueError) as error:
         raise BadRequest(f"Malformed JSON in the {what}: {error}") from None
+    except RecursionError:  # deeper than the parser itself goes
+        too_deep = True
+    if too_deep:
+        logger.warning("refused a %s nested deeper than %d levels", what, MAX_JSON_DEPTH)
+        raise BadRequest(f"The {what} is nested deeper than {MAX_JSON_DEPTH} levels")
     if not isinstance(value, dict):
         raise BadRequest(f"The {what} must be a JSON object, not {type(value).__name__}")
     return value
+
+
+def _nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects in ``value`` nest more than ``limit`` levels (no recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > limit:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _query_fields(model: type[BaseModel]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import datetime, timezone
@@ -31,6 +33,11 @@ def note(scope: Scope, **facts: Any) -> None:
     scope.setdefault(_AUDIT_KEY, {}).update(facts)
 
 
+def noted(scope: Scope, key: str) -> Any:
+    """A fact recorded by :func:`note` (None when it was not)."""
+    return scope.get(_AUDIT_KEY, {}).get(key)
+
+
 async def _send_error(send: Send, status: int, code: int, message: str, **headers: str) -> None:
     body = json.dumps({"error": message, "code": code}).encode()
     raw_headers = [
@@ -42,12 +49,30 @@ async def _send_error(send: Send, status: int, code: int, message: str, **header
     await send({"type": "http.response.body", "body": body})
 
 
-def read_token_file(path: str) -> str:
-    """The bearer token in ``path`` (surrounding white space removed); refuses an empty one."""
+def read_token_file(path: str, warn: Callable[[str], None] | None = None) -> str:
+    """The bearer token in ``path`` (surrounding white space removed).
+
+    Refuses an empty file and one that another user could change (writable by group or
+    others, or owned by someone else but root): whoever writes it chooses the server's
+    token. A file others can read is accepted with a warning (to ``warn``, else the log).
+    """
     with open(path, encoding="utf-8") as handle:
+        info = os.fstat(handle.fileno())
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or info.st_uid not in (os.getuid(), 0):
+            raise ValueError(
+                f"The auth token file {path} can be changed by other users "
+                f"(mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}): "
+                f"make it yours and writable only by you (chmod 600 {path})"
+            )
         token = handle.read().strip()
     if not token:
         raise ValueError(f"The auth token file {path} is empty")
+    if info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        message = (
+            f"The auth token file {path} is readable by other users "
+            f"(mode {stat.S_IMODE(info.st_mode):04o}): chmod 600 {path}"
+        )
+        (warn or logging.getLogger("lance_metastore.rest").warning)(message)
     return token
 
 

@@ -7,6 +7,7 @@ URL is known (and printed) before the first request can arrive.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import signal
 import socket
@@ -18,6 +19,7 @@ import uvicorn
 from lance_namespace import LanceNamespace
 
 from .app import create_app
+from .connections import ClientLimits
 from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
 
 DEFAULT_HOST = "127.0.0.1"
@@ -43,17 +45,54 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+class ExposureError(ValueError):
+    """A server that would answer anyone on the network, unauthenticated, unasked."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) reaches only this machine."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
+
+
+def check_exposure(host: str, auth_token: str | None, insecure: bool) -> None:
+    """Refuse to serve beyond loopback without authentication, unless ``insecure`` says so."""
+    if auth_token or insecure or is_loopback(host):
+        return
+    raise ExposureError(
+        f"Refusing to serve on {host} without authentication: anyone who reaches it could "
+        "read, change and drop every table. Configure an auth token (--auth-token-file), "
+        "or pass --insecure to serve it unauthenticated anyway"
+    )
+
+
 def url_of(sock: socket.socket, tls: bool) -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     return f"{'https' if tls else 'http'}://{shown}:{port}"
 
 
-def _config(app: Any, tls_cert: str | None, tls_key: str | None, log_level: str) -> uvicorn.Config:
+def _config(
+    app: Any,
+    tls_cert: str | None,
+    tls_key: str | None,
+    log_level: str,
+    limits: ClientLimits | None = None,
+) -> uvicorn.Config:
     if bool(tls_cert) != bool(tls_key):
         raise ValueError("TLS needs both a certificate and its key (--tls-cert and --tls-key)")
+    limits = limits or ClientLimits()
     return uvicorn.Config(
         app,
+        http=limits.protocol(),
+        timeout_keep_alive=limits.keep_alive_timeout,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
         log_config=None,  # the host application's logging decides; the audit log replaces
@@ -95,6 +134,9 @@ def serve(
     tls_cert: str | None = None,
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_decoded_bytes: int | None = None,
+    limits: ClientLimits | None = None,
+    insecure: bool = False,
     on_ready: Callable[[str], None] = print,
     audit_stream: TextIO | None = None,
     log_level: str = "warning",
@@ -103,12 +145,20 @@ def serve(
 
     ``on_ready`` receives the URL once the socket listens (the CLI prints it as its first line).
     ``audit_stream``: write the audit lines there (else they go to the ``AUDIT_LOGGER`` logger
-    as the application configured it).
+    as the application configured it). ``limits``: timeouts and the connection limit. Beyond
+    loopback without ``auth_token`` it refuses to start (:class:`ExposureError`) unless
+    ``insecure``.
     """
+    check_exposure(host, auth_token, insecure)
     if audit_stream is not None:
         audit_to(audit_stream)
-    app = create_app(namespace, auth_token=auth_token, max_body_bytes=max_body_bytes)
-    config = _config(app, tls_cert, tls_key, log_level)
+    app = create_app(
+        namespace,
+        auth_token=auth_token,
+        max_body_bytes=max_body_bytes,
+        max_decoded_bytes=max_decoded_bytes,
+    )
+    config = _config(app, tls_cert, tls_key, log_level, limits)
     sock = bind(host, port)
     try:
         on_ready(url_of(sock, tls=bool(tls_cert)))
@@ -124,7 +174,7 @@ class RestServer:
             client = lance_namespace.connect("rest", {"uri": server.url})
 
     ``target`` is a namespace or an app made by ``create_app``; the keyword arguments of
-    ``create_app`` apply to a namespace.
+    ``create_app`` apply to a namespace. ``limits`` and ``insecure`` are those of :func:`serve`.
     """
 
     def __init__(
@@ -136,12 +186,16 @@ class RestServer:
         tls_cert: str | None = None,
         tls_key: str | None = None,
         log_level: str = "warning",
+        limits: ClientLimits | None = None,
+        insecure: bool = False,
         **app_options: Any,
     ) -> None:
-        self.app = (
-            create_app(target, **app_options) if isinstance(target, LanceNamespace) else target
-        )
-        self._config = _config(self.app, tls_cert, tls_key, log_level)
+        if isinstance(target, LanceNamespace):
+            check_exposure(host, app_options.get("auth_token"), insecure)
+            self.app = create_app(target, **app_options)
+        else:
+            self.app = target  # an app: its maker decided how it authenticates
+        self._config = _config(self.app, tls_cert, tls_key, log_level, limits)
         self._host, self._port, self._tls = host, port, bool(tls_cert)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

@@ -4,6 +4,7 @@ Maven Central) for development."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -62,6 +63,15 @@ def hms_start(
     port: Annotated[
         int, typer.Option("--port", metavar="PORT", min=0, max=65535, help="0: a free port")
     ] = 0,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="Address to listen on (0.0.0.0: every interface; the metastore has no "
+            "authentication). Default: the one the data directory used, else 127.0.0.1.",
+        ),
+    ] = None,
     exist_ok: Annotated[
         bool, typer.Option("--exist-ok", help="Succeed if it already runs there.")
     ] = False,
@@ -78,17 +88,32 @@ def hms_start(
 ) -> None:
     """Start a local Hive Metastore in the background and print its thrift:// uri."""
     from ...hms_local import LocalMetastore, MetastoreAlreadyRunningError
+    from ...rest import is_loopback
 
     with running(ctx, json_flag) as state:
         directory = hms_data_dir(data_dir)
         try:
             metastore = LocalMetastore.from_data_dir(directory)
             wanted = version or metastore.version
-            changed = (port and metastore.port != port) or wanted != metastore.version
+            wanted_host = host or metastore.host
+            changed = (
+                (port and metastore.port != port)
+                or wanted != metastore.version
+                or wanted_host != metastore.host
+            )
             if changed and not metastore.is_running():
-                metastore = LocalMetastore(directory, port=port, version=wanted)
+                metastore = LocalMetastore(
+                    directory, port=port or metastore.port, host=wanted_host, version=wanted
+                )
         except FileNotFoundError:
-            metastore = LocalMetastore(directory, port=port, version=version or "2.3")
+            metastore = LocalMetastore(
+                directory, port=port, host=host or "127.0.0.1", version=version or "2.3"
+            )
+        if not is_loopback(metastore.host):
+            sys.stderr.write(
+                f"warning: the metastore listens on {metastore.host}: it has no "
+                "authentication, so anyone who reaches it can read and change the catalog\n"
+            )
         already = False
         try:
             with state.output.spinner(f"starting the metastore in {directory} (takes ~15 s)"):
