@@ -361,15 +361,40 @@ def test_reference_directory_namespace_through_our_server(
     assert calls == ["table_exists", "drop_table"]
 
 
-def test_sql_conf_names_the_build_for_each_spark() -> None:
-    conf = sql_conf("http://127.0.0.1:2333/", "lake", token="t0k", spark_version="3.5.9")
-    assert conf["spark.sql.catalog.lake"] == "com.lancedb.lance.spark.LanceNamespaceSparkCatalog"
+def test_sql_conf_names_the_build_for_each_spark(tmp_path: Path) -> None:
+    conf = sql_conf(
+        "http://127.0.0.1:2333/", "lake", token="t0k", spark_version="3.5.9", ivy_dir=tmp_path
+    )
+    assert conf["spark.sql.catalog.lake"] == "org.lance.spark.LanceNamespaceSparkCatalog"
+    assert conf["spark.sql.extensions"] == "org.lance.spark.extensions.LanceSparkSessionExtensions"
     assert conf["spark.sql.catalog.lake.impl"] == "rest"
     assert conf["spark.sql.catalog.lake.uri"] == "http://127.0.0.1:2333"
     assert conf["spark.sql.catalog.lake.headers.Authorization"] == "Bearer t0k"
-    assert conf["spark.jars.packages"] == "com.lancedb:lance-spark-bundle-3.5_2.12:0.0.14"
-    assert Path(conf["spark.jars.ivy"]).is_absolute()
-    assert "authorization" in conf["spark.redaction.regex"]
+    # an empty cache: Spark resolves the build (listenablefuture is an unfetchable placeholder)
+    assert conf["spark.jars.packages"] == "org.lance:lance-spark-3.5_2.12:0.4.0"
+    assert conf["spark.jars.excludes"] == "com.google.guava:listenablefuture"
+    assert conf["spark.jars.ivy"] == str(tmp_path)
+
+
+def test_sql_conf_loads_cached_jars_without_resolving() -> None:
+    """Once fetched, a session loads the jar files directly: it starts offline and prints no
+    Ivy resolution report."""
+    conf = sql_conf("http://127.0.0.1:2333", spark_version="3.5")
+    assert "spark.jars.packages" not in conf and "spark.jars.ivy" not in conf
+    jars = conf["spark.jars"].split(",")
+    assert all(Path(jar).is_file() for jar in jars)
+    assert any(Path(jar).name == "org.lance_lance-spark-3.5_2.12-0.4.0.jar" for jar in jars)
+
+
+def test_sql_conf_names_another_build(tmp_path: Path) -> None:
+    conf = sql_conf(
+        "http://127.0.0.1:2333",
+        spark_version="4.0.1",
+        packages="org.lance:lance-spark-4.0_2.13:0.4.0",
+        ivy_dir=tmp_path,
+    )
+    assert conf["spark.jars.packages"] == "org.lance:lance-spark-4.0_2.13:0.4.0"
+    assert conf["spark.sql.catalog.lance"] == "org.lance.spark.LanceNamespaceSparkCatalog"
 
 
 @pytest.mark.parametrize(
@@ -383,6 +408,7 @@ def test_sql_conf_names_the_build_for_each_spark() -> None:
         ("thrift://127.0.0.1:9083", {"spark_version": "3.5"}, "must be an http"),
         ("http://127.0.0.1:2333", {"spark_version": "3.5", "catalog": "a.b"}, "catalog name"),
         ("http://127.0.0.1:2333", {"spark_version": "3.5", "token": "a\nb"}, "one non-empty line"),
+        ("http://127.0.0.1:2333", {"packages": "org.lance:lance-spark"}, "group:artifact:version"),
     ],
 )
 def test_sql_conf_refuses_what_cannot_work(uri: str, kwargs: dict[str, Any], fragment: str) -> None:
