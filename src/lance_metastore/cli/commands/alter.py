@@ -25,12 +25,15 @@ def register(app: typer.Typer) -> None:
     app.command("rename-table")(rename_table_command)
 
 
-def _columns_document(ns: Any, parts: list[str], version: int) -> dict[str, Any]:
-    """The table's columns at ``version``, as the catalog now records them."""
+def _show_columns(state: Any, parts: list[str], version: int) -> None:
+    """The table's new version (a note for people) and its columns as the catalog now has
+    them (the command's result)."""
     import lance
 
+    ns = state.namespace()
     dataset = lance.dataset(namespace_client=ns, table_id=list(parts), version=version)
-    return {
+    state.output.note(f"{join_identifier(parts)} is now at version {version}")
+    document = {
         "id": parts,
         "version": version,
         "columns": [
@@ -38,6 +41,7 @@ def _columns_document(ns: Any, parts: list[str], version: int) -> dict[str, Any]
             for c in catalog_columns(dataset.schema)
         ],
     }
+    state.output.columns(document)
 
 
 def _split_definition(definition: str) -> tuple[str, str]:
@@ -75,7 +79,7 @@ def add_columns_command(
                 new_columns=[{"name": name, "expression": expr} for name, expr in columns],
             )
         )
-        state.output.columns(_columns_document(ns, parts, response.version))
+        _show_columns(state, parts, response.version)
 
 
 def drop_columns_command(
@@ -93,7 +97,7 @@ def drop_columns_command(
         response = ns.alter_table_drop_columns(
             AlterTableDropColumnsRequest(id=parts, columns=list(columns))
         )
-        state.output.columns(_columns_document(ns, parts, response.version))
+        _show_columns(state, parts, response.version)
 
 
 def alter_column_command(
@@ -137,7 +141,7 @@ def alter_column_command(
         response = ns.alter_table_alter_columns(
             AlterTableAlterColumnsRequest(id=parts, alterations=[alteration])
         )
-        state.output.columns(_columns_document(ns, parts, response.version))
+        _show_columns(state, parts, response.version)
 
 
 def rename_table_command(
