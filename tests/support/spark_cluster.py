@@ -42,12 +42,15 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str) -> obje
 
 
 def _children(pid: int) -> list[int]:
-    """Direct children of a process, from /proc (no psutil in the test environments)."""
-    path = Path(f"/proc/{pid}/task/{pid}/children")
-    try:
-        return [int(child) for child in path.read_text().split()]
-    except OSError:
-        return []
+    """Direct children of a process, from /proc (no psutil in the test environments). A JVM
+    starts processes from any of its threads, so every thread's list counts."""
+    found: list[int] = []
+    for tasks in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            found += [int(child) for child in tasks.read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def _descendants(pid: int) -> list[int]:
