@@ -123,9 +123,8 @@ def test_python_data_source_on_a_cluster(
     options = {"impl": "hive3", **hive.properties()}
     log = tmp_path / "driver.log"
     job = {"master": cluster4.url, "job": "roundtrip", "executors": WORKERS}
-    answer = _answer(
-        _run_job({**job, "table": name, "options": options, "rows": 20_000}, log, cluster4), log
-    )
+    driver = _run_job({**job, "table": name, "options": options, "rows": 20_000}, log)
+    answer = _answer(driver, log, cluster4)
 
     assert answer["rows"] == 20_000 and answer["sum"] == sum(range(20_000))
     assert answer["executors"] == WORKERS
