@@ -380,6 +380,8 @@ def profiled(pid: int, recording: Path, fn: Callable[[], Any]) -> None:
 FRAME_GROUPS = (
     ("org.lance.spark.", "lance-spark (Java)"),
     ("org.lance.", "Lance JNI (Rust core, native)"),
+    # lance-spark pulls each batch from Lance's Rust scanner through an Arrow C stream.
+    ("org.apache.arrow.c.jni.", "Lance's native scan (Arrow C stream)"),
     ("org.apache.arrow.", "Arrow Java (lance-spark's batches)"),
     ("org.apache.parquet.", "Parquet"),
     ("org.apache.spark.sql.execution.datasources.parquet.", "Parquet"),
