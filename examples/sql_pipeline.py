@@ -15,7 +15,8 @@
 5. Check from outside Spark: the metastore holds both tables as Lance tables
    (``table_type=lance``, columns recorded), and pylance reads them by name with the same
    counts SQL saw; the version before the delete is still readable.
-6. Drop ``top_customers`` unless ``--keep-tables`` (``orders`` stays for other readers).
+6. Drop ``top_customers`` with its data (``DROP TABLE ... PURGE``; a plain ``DROP TABLE`` keeps
+   the data) unless ``--keep-tables`` (``orders`` stays for other readers).
 
 Exits non-zero if a step fails or the readers disagree; Ctrl-C stops it with one line. Runs on
 .venv-sql (pyspark 3.5): lance-spark's builds served by Maven Central here are for Spark 3.5
@@ -132,8 +133,8 @@ def pipeline(spark: Any, n_orders: int) -> dict[str, int]:
     """Everything in SQL; returns the row counts the checks compare."""
     ns = f"{CATALOG}.hive.{DB}"
     run(spark, f"CREATE NAMESPACE IF NOT EXISTS {ns}")
-    run(spark, f"DROP TABLE IF EXISTS {ns}.top_customers")
-    run(spark, f"DROP TABLE IF EXISTS {ns}.orders")
+    run(spark, f"DROP TABLE IF EXISTS {ns}.top_customers PURGE")
+    run(spark, f"DROP TABLE IF EXISTS {ns}.orders PURGE")
     run(
         spark,
         f"""CREATE TABLE {ns}.orders (
@@ -255,7 +256,7 @@ def run_pipeline(args: argparse.Namespace, data_dir: Path, lake: Path) -> int:
             counts = pipeline(spark, args.orders)
             check_outside_spark(metastore.uri, lake, counts)
             if not args.keep_tables:
-                run(spark, f"DROP TABLE {CATALOG}.hive.{DB}.top_customers")
+                run(spark, f"DROP TABLE {CATALOG}.hive.{DB}.top_customers PURGE")
             spark.stop()
             spark = None
         namespace.close()
