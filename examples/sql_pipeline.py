@@ -26,6 +26,7 @@ Exits non-zero if a step fails or the readers disagree; Ctrl-C stops it with one
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import secrets
@@ -108,17 +109,13 @@ def start_spark(server_url: str, token: str) -> Any:
 
 
 def stop_quietly_on_ctrl_c(spark: Any) -> None:
-    """Ctrl-C cancels the running Spark job with Spark's and py4j's logs silenced, so the
-    reader sees one line instead of the cancelled job's JVM stack traces."""
+    """Ctrl-C prints one line and stops: py4j's and Python's logs are silenced at once (no call
+    into the JVM here, whose connection the interrupted call holds), the JVM's when Spark
+    stops (see ``run_pipeline``), so no cancelled job's stack trace reaches the reader."""
 
     def interrupted(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # one Ctrl-C is enough
-        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
-        try:
-            spark.sparkContext.setLogLevel("OFF")
-            spark.sparkContext.cancelAllJobs()
-        except Exception:  # the JVM may be going away already
-            pass
+        say_interrupted()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
@@ -268,6 +265,9 @@ def run_pipeline(args: argparse.Namespace, data_dir: Path, lake: Path) -> int:
         raise
     finally:
         if spark is not None:
+            if interrupted:
+                with contextlib.suppress(Exception):
+                    spark.sparkContext.setLogLevel("OFF")  # the cancelled jobs' errors
             spark.stop()
         if started_here and not args.keep_metastore:
             metastore.stop()
