@@ -15,7 +15,8 @@
 5. Check from outside Spark: the metastore holds both tables as Lance tables
    (``table_type=lance``, columns recorded), and pylance reads them by name with the same
    counts SQL saw; the version before the delete is still readable.
-6. Drop ``top_customers`` unless ``--keep-tables`` (``orders`` stays for other readers).
+6. Drop ``top_customers`` with its data (``DROP TABLE ... PURGE``; a plain ``DROP TABLE`` keeps
+   the data) unless ``--keep-tables`` (``orders`` stays for other readers).
 
 Exits non-zero if a step fails or the readers disagree; Ctrl-C stops it with one line. Runs on
 .venv-sql (pyspark 3.5): lance-spark's builds served by Maven Central here are for Spark 3.5
@@ -25,6 +26,7 @@ Exits non-zero if a step fails or the readers disagree; Ctrl-C stops it with one
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import secrets
@@ -107,17 +109,13 @@ def start_spark(server_url: str, token: str) -> Any:
 
 
 def stop_quietly_on_ctrl_c(spark: Any) -> None:
-    """Ctrl-C cancels the running Spark job with Spark's and py4j's logs silenced, so the
-    reader sees one line instead of the cancelled job's JVM stack traces."""
+    """Ctrl-C prints one line and stops: py4j's and Python's logs are silenced at once (no call
+    into the JVM here, whose connection the interrupted call holds), the JVM's when Spark
+    stops (see ``run_pipeline``), so no cancelled job's stack trace reaches the reader."""
 
     def interrupted(signum: int, frame: Any) -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # one Ctrl-C is enough
-        logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
-        try:
-            spark.sparkContext.setLogLevel("OFF")
-            spark.sparkContext.cancelAllJobs()
-        except Exception:  # the JVM may be going away already
-            pass
+        say_interrupted()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupted)
@@ -132,8 +130,8 @@ def pipeline(spark: Any, n_orders: int) -> dict[str, int]:
     """Everything in SQL; returns the row counts the checks compare."""
     ns = f"{CATALOG}.hive.{DB}"
     run(spark, f"CREATE NAMESPACE IF NOT EXISTS {ns}")
-    run(spark, f"DROP TABLE IF EXISTS {ns}.top_customers")
-    run(spark, f"DROP TABLE IF EXISTS {ns}.orders")
+    run(spark, f"DROP TABLE IF EXISTS {ns}.top_customers PURGE")
+    run(spark, f"DROP TABLE IF EXISTS {ns}.orders PURGE")
     run(
         spark,
         f"""CREATE TABLE {ns}.orders (
@@ -255,7 +253,7 @@ def run_pipeline(args: argparse.Namespace, data_dir: Path, lake: Path) -> int:
             counts = pipeline(spark, args.orders)
             check_outside_spark(metastore.uri, lake, counts)
             if not args.keep_tables:
-                run(spark, f"DROP TABLE {CATALOG}.hive.{DB}.top_customers")
+                run(spark, f"DROP TABLE {CATALOG}.hive.{DB}.top_customers PURGE")
             spark.stop()
             spark = None
         namespace.close()
@@ -267,6 +265,9 @@ def run_pipeline(args: argparse.Namespace, data_dir: Path, lake: Path) -> int:
         raise
     finally:
         if spark is not None:
+            if interrupted:
+                with contextlib.suppress(Exception):
+                    spark.sparkContext.setLogLevel("OFF")  # the cancelled jobs' errors
             spark.stop()
         if started_here and not args.keep_metastore:
             metastore.stop()

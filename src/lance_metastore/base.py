@@ -714,7 +714,7 @@ class CatalogNamespace(
             if req.version < 1 or not req.manifest_path:
                 raise InvalidInputError("A commit needs a version >= 1 and a manifest_path")
             entry = self._require_managed_table(path, name)
-            latest = versions.current_version(entry.parameters)
+            latest = versions.current_version(entry.parameters) or self._versions_of_creation(entry)
             versions.check_next(f"table {describe((*path, name))}", latest, req.version)
             commit = versions.Commit(
                 req.version, req.manifest_path, req.manifest_size, req.e_tag, req.naming_scheme
@@ -725,6 +725,16 @@ class CatalogNamespace(
             assert record is not None
             [finalized] = self._finalize(entry, committed, [record])
             return CreateTableVersionResponse(version=finalized)
+
+    def _versions_of_creation(self, entry: TableEntry) -> int:
+        """The versions a managed table's creator wrote straight to storage before its first
+        commit through the catalog (lance-spark's ``CREATE TABLE`` writes the empty version 1
+        so after ``declare_table``): the first commit continues after them. Once the catalog
+        records a commit, only the catalog counts."""
+        location = tables.plain_location(entry.location)
+        if self._dataset_schema(location) is None:
+            return 0
+        return int(self._open_dataset(location).version)
 
     def _finalize(
         self, entry: TableEntry, committed: Mapping[str, str], records: list[TableVersion]
