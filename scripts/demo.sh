@@ -8,18 +8,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
+export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark local[2] stays on loopback
+# The JVM's and Spark's start-up banners mean nothing to the reader of the demo (and no log
+# setting reaches pyspark's driver JVM before it prints them): leave them out of its output.
+banners='^(WARNING: Using incubator modules|Using Spark.s default log4j profile|Setting default log level to|To adjust logging level use|.* WARN NativeCodeLoader: )'
 if [ "${1:-}" = "--sql" ]; then
   # The SQL pipeline: lance-spark's catalog (Spark 3.5, in .venv-sql) over our REST server.
   shift
   export PYSPARK_PYTHON="$PWD/.venv-sql/bin/python"
   export PYSPARK_DRIVER_PYTHON="$PWD/.venv-sql/bin/python"
-  exec .venv-sql/bin/python examples/sql_pipeline.py "$@"
+  exec .venv-sql/bin/python examples/sql_pipeline.py "$@" 2> >(
+    grep --line-buffered -v -E "$banners" >&2
+  )
 fi
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
-export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark local[2] stays on loopback
-# The JVM's and Spark's start-up banners mean nothing to the reader of the demo (and no log
-# setting reaches pyspark's driver JVM before it prints them): leave them out of its output.
-exec .venv/bin/python examples/pipeline.py "$@" 2> >(
-  grep --line-buffered -v -E '^(WARNING: Using incubator modules|Using Spark.s default log4j profile|Setting default log level to|To adjust logging level use|.* WARN NativeCodeLoader: )' >&2
-)
+exec .venv/bin/python examples/pipeline.py "$@" 2> >(grep --line-buffered -v -E "$banners" >&2)

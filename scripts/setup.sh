@@ -51,15 +51,20 @@ fi
 
 # The standalone metastores the tests start (LANCE_METASTORE_SKIP_HMS_FETCH=1 skips this).
 if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
+  step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
   .venv/bin/python -m lance_metastore.hms_dist 3.1 4
 fi
 
-# Spark SQL through lance-spark (docs/spark.md): its builds served here need Spark 3.5.
+# Spark SQL through lance-spark 0.4.0 (docs/spark.md): its builds served here need Spark 3.5.
+step "installing the project and Spark 3.5 into .venv-sql (seconds once installed) ..."
 if [ ! -x .venv-sql/bin/python ]; then
   "$PYTHON" -m venv .venv-sql
 fi
 .venv-sql/bin/python -m pip install --quiet --upgrade pip
 .venv-sql/bin/python -m pip install --quiet -e ".[sql]"
+if ! .venv-sql/bin/python -c "import sys; from lance_metastore.spark.sql import jars_fetched; sys.exit(not jars_fetched())"; then
+  step "fetching lance-spark 0.4.0's jars into the machine's Ivy cache (about 200 MB, once) ..."
+fi
 if ! .venv-sql/bin/python -c "from lance_metastore.spark.sql import fetch_jars; fetch_jars()" \
   > .venv-sql/fetch-jars.log 2>&1; then
   cat .venv-sql/fetch-jars.log >&2

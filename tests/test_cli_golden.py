@@ -237,3 +237,33 @@ def test_golden_usage_and_local_metastore(short_dir: Path) -> None:
     run("hms", "stop", "--data-dir", str(short_dir / "hms"), code=1)
     run("hms", "stop", "--data-dir", str(short_dir / "hms"), "--json", code=1)
     run.check("usage")
+
+
+def test_golden_column_changes(hive_metastore_uri: str, short_dir: Path) -> None:
+    """add-columns, drop-columns, alter-column and rename-table, as text and --json."""
+    db = f"db_{uuid.uuid4().hex[:8]}"
+    lake = short_dir / "lake"
+    run = Transcript(
+        ["--impl", "hive2", "--uri", hive_metastore_uri, "--root", str(lake)],
+        {db: "<db>", str(short_dir): "<tmp>"},
+    )
+    run("create-namespace", db, "-p", f"database.location-uri={lake / db}")
+    lance.write_dataset(
+        pa.table({"id": [1, 2], "price": [1.5, 2.5]}), str(short_dir / "orders.lance")
+    )
+    run("register", f"{db}/orders", str(short_dir / "orders.lance"))
+    run("add-columns", f"{db}/orders", "total=price * 2")
+    run("add-columns", f"{db}/orders", "label=CAST(id AS STRING)", "--json")
+    run("add-columns", f"{db}/orders", "total=id", code=23)
+    run("alter-column", f"{db}/orders", "total", "--rename", "doubled")
+    run("alter-column", f"{db}/orders", "id", "--type", "int32", "--json")
+    run("alter-column", f"{db}/orders", "price", "--type", "date32", code=30)
+    run("alter-column", f"{db}/orders", "nope", "--not-null", code=22)
+    run("alter-column", f"{db}/orders", "price", code=1)
+    run("drop-columns", f"{db}/orders", "label")
+    run("drop-columns", f"{db}/orders", "nope", "--json", code=22)
+    run("rename-table", f"{db}/orders", "sales")
+    run("rename-table", f"{db}/sales", "orders", "--json")
+    run("rename-table", f"{db}/nope", "x", code=14)
+    run("drop-namespace", db, "--cascade")
+    run.check("columns")

@@ -5,6 +5,7 @@ Spark data source's client cache."""
 from __future__ import annotations
 
 import gc
+import re
 import sys
 import threading
 import weakref
@@ -29,7 +30,15 @@ from lance_metastore.bulk import PLANNED, find_datasets, register_many, table_na
 from lance_metastore.datasets import lance_errors
 from lance_metastore.errors import lance_error, no_translation, translate_errors
 from lance_metastore.identifiers import parse_identifier
-from lance_metastore.redaction import REDACTED, is_secret, masked, scrub, secret_values
+from lance_metastore.redaction import (
+    REDACTED,
+    is_secret,
+    looks_secret,
+    masked,
+    scrub,
+    secret_name_pattern,
+    secret_values,
+)
 from lance_metastore.spark import options
 
 if sys.version_info >= (3, 11):
@@ -151,6 +160,30 @@ def test_one_secret_rule() -> None:
     assert shown == {"region": "eu", "storage.aws_secret_access_key": REDACTED}
     assert secret_values({"token": "abcd", "region": "eu"}) == ["abcd"]
     assert scrub("key abcd and ab", ["abcd", "ab"]) == f"key {REDACTED} and ab"
+
+
+def test_the_secret_rule_as_one_pattern() -> None:
+    """Tools that take a regular expression (Spark's spark.redaction.regex) get the same rule."""
+    pattern = re.compile(secret_name_pattern())
+    names = [
+        "Authorization",
+        "X-Api-Key",
+        "aws_access_key_id",
+        "storage.aws_secret_access_key",
+        "azure_storage_account_key",
+        "google_service_account_key",
+        "azure_storage_sas_token",
+        "client.kerberos.keytab",
+        "aws_region",
+        "aws_endpoint",
+        "allow_http",
+        "storage.bucket",
+        "spark.sql.catalog.lance.uri",
+        "spark.sql.catalog.lance.headers.X-Trace",
+    ]
+    for name in names:
+        assert bool(pattern.search(name)) == looks_secret(name), name
+    assert looks_secret("spark.sql.catalog.lance.headers.Authorization")
 
 
 # --------------------------------------------------------------------------------------------

@@ -936,7 +936,8 @@ class CatalogNamespace(
         deadline = time.monotonic() + COMMIT_RETRY_SECONDS
         entry = self._require_managed_table(path, name)
         while True:
-            versions.check_next(target, versions.current_version(entry.parameters), version)
+            latest = versions.current_version(entry.parameters) or self._versions_of_creation(entry)
+            versions.check_next(target, latest, version)
             committed = parameters_after(entry.parameters)
             try:
                 self._catalog_compare_and_set(path, entry, committed)
@@ -950,6 +951,16 @@ class CatalogNamespace(
                 if moved or current == entry or time.monotonic() > deadline:
                     raise
                 entry = current
+
+    def _versions_of_creation(self, entry: TableEntry) -> int:
+        """The versions a managed table's creator wrote straight to storage before its first
+        commit through the catalog (lance-spark's ``CREATE TABLE`` writes the empty version 1
+        so after ``declare_table``): the first commit continues after them. Once the catalog
+        records a commit, only the catalog counts."""
+        location = tables.plain_location(entry.location)
+        if self._dataset_schema(location) is None:
+            return 0
+        return int(self._open_dataset(location).version)
 
     def _finalize(
         self, entry: TableEntry, committed: Mapping[str, str], records: list[TableVersion]

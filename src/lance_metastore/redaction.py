@@ -7,6 +7,7 @@ answers) asks here, so a secret hidden in one place is hidden in all of them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 REDACTED = "***"
@@ -15,7 +16,18 @@ STORAGE_PREFIX = "storage."
 # Shortest value scrubbed from text: shorter ones would mangle ordinary words.
 MIN_SCRUBBED_LENGTH = 4
 
-_SECRET_WORDS = ("secret", "password", "token", "credential", "private", "sas", "key_id", "key")
+# An HTTP Authorization header carries a bearer token or a password.
+_SECRET_WORDS = (
+    "secret",
+    "password",
+    "token",
+    "credential",
+    "private",
+    "sas",
+    "key_id",
+    "key",
+    "authorization",
+)
 # Names that contain a secret word but hold no secret: a keytab property is the file's path
 # (its contents, the secret, never reach a message).
 _PUBLIC_SUFFIXES = ("region", "endpoint", "allow_http", "bucket", "keytab")
@@ -27,6 +39,16 @@ def looks_secret(name: str) -> bool:
     if lowered.endswith(_PUBLIC_SUFFIXES):
         return False
     return any(word in lowered for word in _SECRET_WORDS)
+
+
+def secret_name_pattern() -> str:
+    """:func:`looks_secret` as one case-insensitive regular expression (Java's and Python's
+    syntax alike), for tools that take a pattern rather than a function, such as Spark's
+    ``spark.redaction.regex``. It matches a name whole, so a dotted setting name is judged by
+    its last part's ending (``...aws_region`` is public) like any other name."""
+    public = "|".join(re.escape(suffix) for suffix in _PUBLIC_SUFFIXES)
+    secret = "|".join(re.escape(word) for word in _SECRET_WORDS)
+    return f"(?i)^(?!.*(?:{public})$).*(?:{secret})"
 
 
 def is_secret(key: str, declared: Iterable[str] = ()) -> bool:

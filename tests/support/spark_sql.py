@@ -1,12 +1,14 @@
 """A Spark 3.5 SQL session with lance-spark's catalogs, driven from the test process.
 
-lance-spark's newest build that Maven Central serves here is for Spark 3.5, while the project
+lance-spark's builds that Maven Central serves here are for Spark 3.5, while the project
 (and its Python data source) runs on pyspark 4. Two pysparks cannot share one interpreter, so
 the SQL session lives in a child process on ``.venv-sql``'s interpreter (this file, run as a
 script), and the tests talk to it over its stdin/stdout, one JSON object per line:
 
     -> {"conf": {...}}                     start the session with these settings
     -> {"sql": "SELECT ..."}               run a statement, collect its rows
+    -> {"concurrent": ["...", "..."]}      run statements at once (one thread each)
+    <- {"results": [{"rows": ...} or {"error": ...}, ...]}
     <- {"columns": [...], "rows": [[...]]} or {"error": "AnalysisException", "message": "..."}
 
 The child's own output (Spark's log, Ivy's report) goes to a log file, never to the channel.
@@ -21,15 +23,16 @@ import os
 import selectors
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SQL_PYTHON = ROOT / ".venv-sql" / "bin" / "python"
-# A statement taking longer is reported as a hang and the child is killed, so one stuck Spark
-# job cannot stall a whole test run (statements take seconds; the session start resolves jars).
-STATEMENT_TIMEOUT_SECONDS = 60
+# A statement taking longer fails its test as a hang and the child is killed, so one stuck
+# Spark job cannot stall a whole test run (statements take seconds on local[2]).
+STATEMENT_TIMEOUT_SECONDS = 120
 START_TIMEOUT_SECONDS = 180
 
 
@@ -45,8 +48,8 @@ class SqlError(Exception):
 class SqlSession:
     """The child process holding one Spark 3.5 session (``with SqlSession(conf, log) as s``).
 
-    A statement that does not answer within ``timeout`` raises ``TimeoutError``; the child is
-    killed and the next call starts a new session with the same settings.
+    A statement that does not answer within ``timeout`` raises ``TimeoutError``: the child is
+    killed (``hangs`` counts it) and the next call starts a new session with the same settings.
     """
 
     def __init__(
@@ -77,28 +80,21 @@ class SqlSession:
         )
         self._call({"conf": self.conf}, START_TIMEOUT_SECONDS)
 
-    def sql(
-        self,
-        statement: str,
-        undo: str | None = None,
-        before_retry: Callable[[], None] | None = None,
-    ) -> list[tuple[Any, ...]]:
-        """Run ``statement``; its rows as tuples (raises ``SqlError`` when it fails).
+    def sql(self, statement: str, timeout: float | None = None) -> list[tuple[Any, ...]]:
+        """Run ``statement``; its rows as tuples (raises ``SqlError`` when it fails and
+        ``TimeoutError`` when it does not answer within ``timeout``)."""
+        return [tuple(row) for row in self._call({"sql": statement}, timeout)["rows"]]
 
-        lance-spark 0.0.14's writer can deadlock (docs/spark.md); a hung statement never
-        committed, so it is run once more in a new session, after ``undo`` (e.g. dropping the
-        table a hung CTAS declared) and ``before_retry`` (the new session is up by then).
-        ``hangs`` counts them.
-        """
-        try:
-            return [tuple(row) for row in self._call({"sql": statement})["rows"]]
-        except TimeoutError:
-            self._start()
-            if undo is not None:
-                self._call({"sql": undo})
-            if before_retry is not None:
-                before_retry()
-            return [tuple(row) for row in self._call({"sql": statement})["rows"]]
+    def concurrently(self, statements: list[str]) -> list[list[tuple[Any, ...]] | SqlError]:
+        """Run the statements at the same time, one thread each (Spark runs their jobs side by
+        side); each one's rows, or the ``SqlError`` it failed with."""
+        reply = self._call({"concurrent": statements}, self.timeout * len(statements))
+        return [
+            SqlError(result["error"], result["message"])
+            if "error" in result
+            else [tuple(row) for row in result["rows"]]
+            for result in reply["results"]
+        ]
 
     def columns(self, statement: str) -> list[str]:
         return self._call({"sql": statement})["columns"]
@@ -165,6 +161,25 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _run(spark: Any, statement: str) -> dict[str, Any]:
+    """One statement's reply: its columns and rows, or the error it raised."""
+    try:
+        frame = spark.sql(statement)
+        return {"columns": frame.columns, "rows": [_plain(list(row)) for row in frame.collect()]}
+    except Exception as error:
+        return _error_reply(error)
+
+
+def _error_reply(error: Exception) -> dict[str, Any]:
+    kind = type(error).__name__
+    text = str(error)
+    java = getattr(error, "java_exception", None)
+    if java is not None:  # Py4JJavaError: name the JVM exception, not the wrapper
+        kind = java.getClass().getSimpleName()
+        text = str(java.getMessage() or java.toString())
+    return {"error": kind, "message": text.strip()[:2000]}
+
+
 def _serve() -> None:
     # The channel keeps the original stdout; fd 1 becomes the log, so whatever Spark's JVM
     # (a child that inherits fd 1) or py4j prints cannot reach the channel.
@@ -193,12 +208,12 @@ def _serve() -> None:
                 spark.sparkContext.setLogLevel("ERROR")
                 reply: dict[str, Any] = {"ok": True}
             elif "sql" in message:
-                assert spark is not None
-                frame = spark.sql(message["sql"])
-                reply = {
-                    "columns": frame.columns,
-                    "rows": [_plain(list(row)) for row in frame.collect()],
-                }
+                reply = _run(spark, message["sql"])
+            elif "concurrent" in message:
+                with ThreadPoolExecutor(len(message["concurrent"])) as pool:
+                    jobs = [pool.submit(_run, spark, text) for text in message["concurrent"]]
+                    results = [job.result() for job in jobs]
+                reply = {"results": results}
             else:
                 if spark is not None:
                     spark.stop()
@@ -206,13 +221,7 @@ def _serve() -> None:
                 channel.flush()
                 return
         except Exception as error:
-            kind = type(error).__name__
-            text = str(error)
-            java = getattr(error, "java_exception", None)
-            if java is not None:  # Py4JJavaError: name the JVM exception, not the wrapper
-                kind = java.getClass().getSimpleName()
-                text = str(java.getMessage() or java.toString())
-            reply = {"error": kind, "message": text.strip()[:2000]}
+            reply = _error_reply(error)
         channel.write(json.dumps(reply) + "\n")
         channel.flush()
 

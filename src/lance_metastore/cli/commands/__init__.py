@@ -5,6 +5,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import catalog, hms, namespaces, serve, tables
+from . import alter, catalog, hms, namespaces, serve, tables
 
-MODULES: tuple[ModuleType, ...] = (catalog, namespaces, tables, hms, serve)
+MODULES: tuple[ModuleType, ...] = (catalog, namespaces, tables, alter, hms, serve)
