@@ -20,6 +20,7 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
+from support.cli_env import isolate_cli_environment
 from typer.testing import CliRunner
 
 from lance_metastore.cli import app, parse_id
@@ -31,14 +32,7 @@ STORAGE_SECRET = "Kx9-StorageSecret-DoNotPrint-2231"
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No configuration of the machine running the tests leaks in: no LANCE_METASTORE_* and a
-    HOME without a config file."""
-    for name in list(os.environ):
-        if name.startswith("LANCE_METASTORE_") and not name.startswith("LANCE_METASTORE_TEST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
+    isolate_cli_environment(monkeypatch, tmp_path)
 
 
 class Cli:

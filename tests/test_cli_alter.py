@@ -10,12 +10,12 @@ that neither moved.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import lance
 import pyarrow as pa
 import pytest
+from support.cli_env import isolate_cli_environment
 from support.harness import Harness
 from typer.testing import CliRunner
 
@@ -26,12 +26,7 @@ BACKENDS = ["glue", "hive2", "hive3"]
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("LANCE_METASTORE_") and not name.startswith("LANCE_METASTORE_TEST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
+    isolate_cli_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -23,6 +23,7 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
+from support.cli_env import isolate_cli_environment
 from typer.testing import CliRunner
 
 from lance_metastore.cli import app
@@ -37,12 +38,7 @@ DDL_TIME = re.compile(r"(transient_lastDdlTime\W+)\d{10}")
 
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(os.environ):
-        if name.startswith("LANCE_METASTORE_") and not name.startswith("LANCE_METASTORE_TEST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
+    isolate_cli_environment(monkeypatch, tmp_path)
 
 
 @pytest.fixture
