@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make sure a Java 17+ runtime and Maven are on PATH. The tests' Hive Metastores
-# (src/lance_metastore/hms_local.py) are JVMs: 2.3 from the pyspark jars, 3.1 and 4.0 fetched
-# with Maven (src/lance_metastore/hms_dist.py); Spark 4 needs Java 17 and every one of these
+# (src/lance_metastore/hive/local.py) are JVMs: 2.3 from the pyspark jars, 3.1 and 4.0 fetched
+# with Maven (src/lance_metastore/hive/distributions.py); Spark 4 needs Java 17 and every one of these
 # metastores runs on it. Installs openjdk-17-jre-headless and maven with apt (Debian/Ubuntu)
 # when missing, as root or through sudo.
 set -euo pipefail

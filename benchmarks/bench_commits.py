@@ -77,7 +77,7 @@ def install_call_counters() -> None:
 
     botocore.client.BaseClient._make_api_call = counting_call
 
-    from lance_metastore.base import CatalogNamespace
+    from lance_metastore.operations.catalog import CatalogNamespace
 
     create_table_version = CatalogNamespace.create_table_version
 
@@ -147,7 +147,7 @@ def main() -> None:
 
     from support.glue_emulator import GlueEmulator
 
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     install_call_counters()
     print(f"load average at start: {os.getloadavg()}")

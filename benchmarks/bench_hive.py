@@ -11,7 +11,7 @@ benchmarking only::
 
     pip install --no-deps hive-metastore-client
 
-One run starts ONE local Hive Metastore 2.3 (``lance_metastore.hms_local.LocalMetastore``, the
+One run starts ONE local Hive Metastore 2.3 (``lance_metastore.hive.local.LocalMetastore``, the
 jars of the pyspark wheel, Derby, in a temporary directory; a separate JVM, so it does not share
 our GIL) and points all four namespaces at it. Hive3 runs in the default catalog ``hive`` (HMS
 2.3 has no other). Each namespace works in a database of its own, created with its own
@@ -100,7 +100,7 @@ class ConnectionCounter:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        from lance_metastore import _hms_pool
+        from lance_metastore.hive import pool as _hms_pool
 
         counter = self
         original_ours = _hms_pool.Connection
@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.uri:
             uri = args.uri
         else:
-            from lance_metastore.hms_local import LocalMetastore
+            from lance_metastore.hive.local import LocalMetastore
 
             metastore = LocalMetastore(workdir / "hms")
             print("starting a local Hive Metastore 2.3 ...", file=sys.stderr)

@@ -69,7 +69,7 @@ def main() -> None:
     from support.secure_hms import kerberized_metastore, tls_metastore
 
     from lance_metastore import Hive2Namespace
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     if missing_binaries():
         sys.exit(f"MIT Kerberos KDC missing: {missing_binaries()}; run scripts/setup.sh")

@@ -5,7 +5,7 @@ Run from the repository root, in the project's venv::
 
     python benchmarks/bench_spark.py [--rows 2000000,10000000] [--repeat 3] [--json out.json]
 
-One run starts a local Hive Metastore (``lance_metastore.hms_local.LocalMetastore``, the
+One run starts a local Hive Metastore (``lance_metastore.hive.local.LocalMetastore``, the
 catalog of the by-name contender: ``impl=hive3``) and one SparkSession at ``local[2]``. For
 each size it generates the rows (``id`` bigint, ``k`` int, ``x`` double, ``s`` string),
 caches them, and measures ``--repeat`` times each, the contenders alternating (the order
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_")).resolve()
     work.mkdir(parents=True, exist_ok=True)
     remove_work = args.work_dir is None and not args.keep
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     sizes = [int(s) for s in args.rows.split(",") if s.strip()]
     print(f"work dir {work}; sizes {sizes}; repeat {args.repeat}; {load()}")

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit("no .venv-sql: run scripts/setup.sh first")
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="bench_spark_sql_")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     print(f"work dir {work}; {args.rows:,} rows; repeat {args.repeat}; load {load()}", flush=True)
     metastore = LocalMetastore(work / "hms")

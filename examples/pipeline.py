@@ -48,7 +48,7 @@ def start_metastore(data_dir: Path) -> tuple[Any, bool]:
 
     Returns (metastore, started_here).
     """
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     try:
         existing = LocalMetastore.from_data_dir(data_dir)

@@ -60,7 +60,7 @@ def log(message: str) -> None:
 
 
 def start_metastore(data_dir: Path) -> tuple[Any, bool]:
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     try:
         existing = LocalMetastore.from_data_dir(data_dir)

@@ -52,7 +52,7 @@ fi
 # The standalone metastores the tests start (LANCE_METASTORE_SKIP_HMS_FETCH=1 skips this).
 if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
   step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
-  .venv/bin/python -m lance_metastore.hms_dist 3.1 4
+  .venv/bin/python -m lance_metastore.hive.distributions 3.1 4
 fi
 
 # Spark SQL through lance-spark 0.4.0 (docs/spark.md): its builds served here need Spark 3.5.

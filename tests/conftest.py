@@ -128,7 +128,7 @@ def hive_metastore_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
     if os.environ.get(HMS_URI_ENV):
         yield os.environ[HMS_URI_ENV]
         return
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     metastore = LocalMetastore(tmp_path_factory.mktemp("hms"))
     metastore.start()
@@ -143,7 +143,7 @@ def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A second local metastore, for the tests that stop, kill and restart one."""
     if os.environ.get(HMS_URI_ENV):
         pytest.skip("restarts a local metastore; an external one is configured")
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     metastore = LocalMetastore(tmp_path_factory.mktemp("hms_spare"))
     metastore.start()
@@ -154,7 +154,7 @@ def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def _standalone_metastore(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     metastore = LocalMetastore(tmp_path_factory.mktemp(f"hms{version}"), version=version)
     metastore.start()

@@ -486,7 +486,7 @@ def stopped_at_exit(data_dir: Path) -> Iterator[None]:
     try:
         yield
     finally:
-        from lance_metastore.hms_local import LocalMetastore
+        from lance_metastore.hive.local import LocalMetastore
 
         with contextlib.suppress(Exception):
             LocalMetastore.from_data_dir(data_dir).stop()
@@ -495,7 +495,7 @@ def stopped_at_exit(data_dir: Path) -> Iterator[None]:
 @pytest.mark.jvm
 @pytest.mark.timeout(240)
 def test_hms_start_status_stop(tmp_path: Path) -> None:
-    from lance_metastore.hms_local import JavaNotFoundError, java_executable
+    from lance_metastore.hive.local import JavaNotFoundError, java_executable
 
     try:
         java_executable()
@@ -534,7 +534,7 @@ def test_hms_start_status_stop(tmp_path: Path) -> None:
 def test_hms_start_version_4(tmp_path: Path) -> None:
     """``hms start --version 4`` runs Hive Metastore 4.0.1 (fetched by scripts/setup.sh); the
     data directory remembers it, so status and a later start need no flag."""
-    from lance_metastore.hms_local import JavaNotFoundError, java_executable
+    from lance_metastore.hive.local import JavaNotFoundError, java_executable
 
     try:
         java_executable()

@@ -27,7 +27,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import HiveHarness
 from support.tcp_front import TcpFront
 
-from lance_metastore.schema import catalog_columns
+from lance_metastore.rules.schema import catalog_columns
 
 WRITERS = 2
 APPENDS = 10

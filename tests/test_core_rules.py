@@ -26,11 +26,11 @@ from lance_namespace.errors import (
 
 import lance_metastore
 from lance_metastore import impls
-from lance_metastore.bulk import PLANNED, find_datasets, register_many, table_name_for
-from lance_metastore.datasets import lance_errors
-from lance_metastore.errors import lance_error, no_translation, translate_errors
-from lance_metastore.identifiers import parse_identifier
-from lance_metastore.redaction import (
+from lance_metastore.operations.datasets import lance_errors
+from lance_metastore.rules.bulk import PLANNED, find_datasets, register_many, table_name_for
+from lance_metastore.rules.errors import lance_error, no_translation, translate_errors
+from lance_metastore.rules.identifiers import parse_identifier
+from lance_metastore.rules.redaction import (
     REDACTED,
     is_secret,
     looks_secret,
@@ -72,7 +72,7 @@ def test_one_alias_table_published_as_entry_points() -> None:
         ("hive3", lance_metastore.Hive3Namespace),
         (" hive3 ", lance_metastore.Hive3Namespace),
         ("lance_metastore.Hive2Namespace", lance_metastore.Hive2Namespace),
-        ("lance_metastore.hive.Hive3Namespace", lance_metastore.Hive3Namespace),
+        ("lance_metastore.hive.namespace.Hive3Namespace", lance_metastore.Hive3Namespace),
     ],
 )
 def test_connect_by_alias_or_class_path(impl: str, cls: type) -> None:
@@ -93,7 +93,7 @@ def test_misspelt_impl_names_the_known_aliases() -> None:
     with pytest.raises(impls.UnknownImplError, match="no class 'Nope'"):
         impls.namespace_class("lance_metastore.Nope")
     with pytest.raises(impls.UnknownImplError, match="not a LanceNamespace"):
-        impls.namespace_class("lance_metastore.config.Property")
+        impls.namespace_class("lance_metastore.rules.config.Property")
     with pytest.raises(impls.UnknownImplError, match="cannot import"):
         impls.namespace_class("no_such_module_xyz.Cls")
 

@@ -37,9 +37,9 @@ from support.glue_emulator import glue_endpoint_from_env
 from support.tcp_front import TcpFront
 
 from lance_metastore import Hive2Namespace
-from lance_metastore.hive import RECONNECT_BACKOFF
-from lance_metastore.hms_local import thrift_client
-from lance_metastore.retries import Backoff
+from lance_metastore.hive.local import thrift_client
+from lance_metastore.hive.namespace import RECONNECT_BACKOFF
+from lance_metastore.rules.retries import Backoff
 
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 WORKERS = 4

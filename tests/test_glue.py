@@ -37,7 +37,7 @@ from support.harness import GlueHarness
 
 import lance_metastore
 from lance_metastore import GlueNamespace
-from lance_metastore.versions import manifest_name
+from lance_metastore.rules.versions import manifest_name
 
 emulator_only = pytest.mark.skipif(
     glue_endpoint_from_env() is not None,
@@ -1220,12 +1220,13 @@ def _absence_logs(caplog) -> list[logging.LogRecord]:
     return [
         r
         for r in caplog.records
-        if r.name == "lance_metastore.glue" and "serving the root catalog alone" in r.getMessage()
+        if r.name == "lance_metastore.glue.namespace"
+        and "serving the root catalog alone" in r.getMessage()
     ]
 
 
 def test_two_level_work_needs_one_unretried_probe(root_only: GlueHarness, recorded, caplog):
-    caplog.set_level(logging.INFO, logger="lance_metastore.glue")
+    caplog.set_level(logging.INFO, logger="lance_metastore.glue.namespace")
     ns = root_only.connect(max_retries="5")  # the default: the probe must not use them
     ns.create_namespace({"id": ["sales"], "properties": {"owner": "data"}})
     ns.create_namespace({"id": ["sales"], "mode": "exist_ok"})
@@ -1305,7 +1306,7 @@ def test_catalog_ids_answer_saying_why(root_only: GlueHarness):
 
 
 def test_probe_is_shared_by_threads(root_only: GlueHarness, recorded, caplog):
-    caplog.set_level(logging.INFO, logger="lance_metastore.glue")
+    caplog.set_level(logging.INFO, logger="lance_metastore.glue.namespace")
     ns = root_only.connect()
     barrier = threading.Barrier(8)
     codes: list[ErrorCode] = []
@@ -1387,7 +1388,7 @@ def _answer(code: str, status: int, message: str = "") -> ClientError:
 
 
 def test_a_bare_500_means_no_catalog_api_only_from_a_custom_endpoint():
-    from lance_metastore.glue import _catalog_api_refusal
+    from lance_metastore.glue.namespace import _catalog_api_refusal
 
     bare = _answer("500", 500, "<!doctype html><title>500 Internal Server Error</title>")
     assert "does not implement" in _catalog_api_refusal(bare, "http://127.0.0.1:1")

@@ -495,10 +495,10 @@ def test_a_tls_metastore_listening_everywhere_is_warned_about(
 ) -> None:
     """HMS 2.3 with TLS cannot use the launcher's bind guard (hms_local): it listens on every
     interface, and start() says so instead of staying silent."""
-    from lance_metastore import hms_local
+    from lance_metastore.hive import local as hms_local
 
     if hms_local.listening_addresses(tls_hms.metastore.port) is None:
         pytest.skip("the kernel does not list listening sockets here (not Linux)")
-    with caplog.at_level(logging.WARNING, logger="lance_metastore.hms_local"):
+    with caplog.at_level(logging.WARNING, logger="lance_metastore.hive.local"):
         tls_hms.metastore._warn_if_listening_beyond_host()
     assert "listens on every interface" in caplog.text

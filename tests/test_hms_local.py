@@ -32,8 +32,8 @@ from pymetastore.hive_metastore.ttypes import (
     UnlockRequest,
 )
 
-from lance_metastore import hms_local
-from lance_metastore.hms_local import (
+from lance_metastore.hive import local as hms_local
+from lance_metastore.hive.local import (
     FAST_LOCK_EXPIRY,
     STATE_FILE,
     JavaNotFoundError,
@@ -289,14 +289,14 @@ def test_pyspark_ships_hive_metastore_and_derby() -> None:
 
 
 def test_unknown_version_is_refused(tmp_path):
-    from lance_metastore.hms_local import LocalMetastore, MetastoreError
+    from lance_metastore.hive.local import LocalMetastore, MetastoreError
 
     with pytest.raises(MetastoreError, match="unknown Hive Metastore version '9'"):
         LocalMetastore(tmp_path, version="9")
 
 
 def test_version_is_recorded_for_later_processes(hms4_uri, tmp_path_factory):
-    from lance_metastore.hms_local import LocalMetastore
+    from lance_metastore.hive.local import LocalMetastore
 
     data_dirs = [p for p in tmp_path_factory.getbasetemp().iterdir() if p.name.startswith("hms4")]
     found = LocalMetastore.from_data_dir(data_dirs[0])
@@ -306,7 +306,7 @@ def test_version_is_recorded_for_later_processes(hms4_uri, tmp_path_factory):
 
 
 def test_a_data_dir_keeps_its_release(hms31_uri, tmp_path_factory):
-    from lance_metastore.hms_local import LocalMetastore, MetastoreError
+    from lance_metastore.hive.local import LocalMetastore, MetastoreError
 
     data_dir = next(
         p for p in tmp_path_factory.getbasetemp().iterdir() if p.name.startswith("hms3.1")
@@ -316,7 +316,7 @@ def test_a_data_dir_keeps_its_release(hms31_uri, tmp_path_factory):
 
 
 def test_offline_fetch_names_the_missing_artifact(tmp_path, monkeypatch):
-    from lance_metastore.hms_dist import HiveRelease, ReleaseFetchError, fetch_release
+    from lance_metastore.hive.distributions import HiveRelease, ReleaseFetchError, fetch_release
 
     monkeypatch.setenv("LANCE_METASTORE_HMS_CACHE", str(tmp_path / "cache"))
     missing = HiveRelease("x", "0.0-none", ("org.apache.hive:hive-standalone-metastore:0.0-none",))

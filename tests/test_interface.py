@@ -27,7 +27,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import GlueHarness, Harness
 from test_managed_commits import needs_conditional_updates
 
-from lance_metastore.versions import manifest_name
+from lance_metastore.rules.versions import manifest_name
 
 DIM = 4
 ROWS = 300  # enough for a small IVF index

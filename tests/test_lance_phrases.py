@@ -33,7 +33,7 @@ from lance_namespace.errors import LanceNamespaceError
 from support.harness import Harness
 from support.rest import RestHarness
 
-from lance_metastore.errors import LANCE_PHRASES
+from lance_metastore.rules.errors import LANCE_PHRASES
 
 SCHEMA = pa.schema([("id", pa.int64())])
 PHRASES = sorted(LANCE_PHRASES.values())

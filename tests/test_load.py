@@ -36,7 +36,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.connections import CLOSE_WAIT, ESTABLISHED, our_connections_to, port_of
 from support.harness import Harness, HiveHarness
 
-from lance_metastore.tables import plain_location
+from lance_metastore.rules.tables import plain_location
 
 THREADS = 16
 ROUNDS = 2
@@ -45,7 +45,7 @@ MAX_STEPS = 60  # per thread and round, whichever comes first
 JOIN_GRACE = 90.0  # beyond the deadline; a commit may wait 30 s for a Hive table lock
 SHARED_WRITERS = 4  # threads that also append to the one shared managed table
 HIVE_POOL_SIZE = 3
-GLUE_POOL_SIZE = 32  # botocore's max_pool_connections (src/lance_metastore/_aws.py)
+GLUE_POOL_SIZE = 32  # botocore's max_pool_connections (src/lance_metastore/glue/aws.py)
 SLACK = 2  # connections a closing/opening race may show beyond a pool's bound
 SETTLE_SECONDS = 10.0  # for closed sockets and finished threads to disappear
 

@@ -25,7 +25,7 @@ from support.harness import Harness
 from support.rest import RestHarness
 
 from lance_metastore import GlueNamespace
-from lance_metastore.locations import LocationPolicy, is_under, overlap, resolve
+from lance_metastore.rules.locations import LocationPolicy, is_under, overlap, resolve
 
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
 

@@ -22,7 +22,7 @@ import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import Harness
 
-from lance_metastore.versions import manifest_name
+from lance_metastore.rules.versions import manifest_name
 
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
 

@@ -48,7 +48,7 @@ from lance_namespace import (
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import Harness
 
-from lance_metastore.schema import catalog_columns
+from lance_metastore.rules.schema import catalog_columns
 
 CLIENTS = 8
 RUN_SECONDS = 20.0

@@ -27,8 +27,8 @@ from lance.namespace import DirectoryNamespace, RestAdapter
 from support.harness import Harness
 from support.rest import RestHarness
 
-from lance_metastore.errors import REFUSAL_PHRASE
 from lance_metastore.rest import RestServer
+from lance_metastore.rules.errors import REFUSAL_PHRASE
 
 ROWS = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
 ARROW = {"content-type": "application/vnd.apache.arrow.stream"}

@@ -18,7 +18,7 @@ from lance_namespace import DescribeTableRequest
 from support.harness import Harness
 from support.rest import RestHarness
 
-from lance_metastore.redaction import (
+from lance_metastore.rules.redaction import (
     VENDED_CREDENTIALS_MARKER,
     shareable,
     shareable_storage_options,

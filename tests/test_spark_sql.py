@@ -30,9 +30,9 @@ from lance_namespace.errors import TableNotFoundError
 from support.harness import GlueHarness, Harness, HiveHarness
 from support.spark_sql import SQL_PYTHON, SqlError, SqlSession
 
-from lance_metastore import versions
-from lance_metastore.redaction import looks_secret
 from lance_metastore.rest import RestServer
+from lance_metastore.rules import versions
+from lance_metastore.rules.redaction import looks_secret
 from lance_metastore.spark import sql_conf
 from lance_metastore.spark.sql import jars_fetched
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from lance_metastore.schema import hive_type, sql_type
+from lance_metastore.rules.schema import hive_type, sql_type
 from lance_metastore.spark.types import UnsupportedTypeError, spark_type
 
 POINT = pa.struct([("x", pa.int64()), ("label", pa.string())])

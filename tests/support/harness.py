@@ -354,7 +354,7 @@ class HiveHarness(Harness):
     def _client(self):
         from urllib.parse import urlparse
 
-        from lance_metastore.hms_local import thrift_client
+        from lance_metastore.hive.local import thrift_client
 
         first = urlparse(self.uri.split(",")[0])
         if self.security:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lance_metastore.hms_local import LocalMetastore
+from lance_metastore.hive.local import LocalMetastore
 
 from .kdc import Kdc
 
@@ -63,9 +63,9 @@ def secured_thrift_client(uri: str, properties: Mapping[str, str]) -> Iterator[A
 
     The harness reads and resets the catalog with it, next to (not through) the namespace.
     """
-    from lance_metastore._hms_pool import Connection, parse_uris
-    from lance_metastore._hms_transport import SECURITY_PROPERTIES, security_from_settings
-    from lance_metastore.config import parse_properties
+    from lance_metastore.hive.pool import Connection, parse_uris
+    from lance_metastore.hive.transport import SECURITY_PROPERTIES, security_from_settings
+    from lance_metastore.rules.config import parse_properties
 
     settings = parse_properties("test client", properties, SECURITY_PROPERTIES)
     connection = Connection(parse_uris(uri)[0], 30.0, security_from_settings(settings))

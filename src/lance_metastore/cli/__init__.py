@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..identifiers import parse_identifier
+from ..rules.identifiers import parse_identifier
 from .app import app
 from .commands import MODULES
 

@@ -24,9 +24,9 @@ import typer
 from typer.core import TyperGroup
 
 from .. import __version__
-from ..errors import scrub
 from ..impls import UnknownImplError, namespace_class
-from ..redaction import secret_values
+from ..rules.errors import scrub
+from ..rules.redaction import secret_values
 from .config import ConfigError, Resolved, parse_assignments, resolve
 from .output import Output, RichOutput
 
@@ -145,7 +145,7 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
     """Run a command body: map every failure to its message and exit code, then disconnect."""
     from lance_namespace.errors import InternalError, LanceNamespaceError
 
-    from ..hms_local import MetastoreError
+    from ..hive.local import MetastoreError
 
     state = state_of(ctx, json_flag)
 

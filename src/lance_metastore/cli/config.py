@@ -37,7 +37,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
         _toml = None
 
 from ..impls import ALIASES, UnknownImplError, namespace_class
-from ..redaction import masked, secret_values
+from ..rules.redaction import masked, secret_values
 
 ENV_PREFIX = "LANCE_METASTORE_"
 ENV_IMPL = "LANCE_METASTORE_IMPL"

@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from ..identifiers import join_identifier
+from ..rules.identifiers import join_identifier
 
 Advance = Callable[[int, int], None]  # (done, total)
 Describe = Callable[[str], None]

@@ -29,9 +29,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..base import CatalogNamespace
-from ..errors import is_worded_refusal, known_secrets, unsupported
-from ..redaction import scrub, shareable
+from ..operations.catalog import CatalogNamespace
+from ..rules.errors import is_worded_refusal, known_secrets, unsupported
+from ..rules.redaction import scrub, shareable
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
 from .disclosure import public_message
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import boolean, positive_int
-from ..identifiers import DELIMITER, join_identifier, parse_identifier
 from ..impls import connect as connect_namespace
-from ..redaction import STORAGE_PREFIX
+from ..rules.config import boolean, positive_int
+from ..rules.identifiers import DELIMITER, join_identifier, parse_identifier
+from ..rules.redaction import STORAGE_PREFIX
 
 # The data source's own options; all others go to the namespace.
 SOURCE_OPTIONS = frozenset(

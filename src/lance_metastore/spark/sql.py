@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 
-from ..redaction import secret_name_pattern
+from ..rules.redaction import secret_name_pattern
 
 __all__ = [
     "LANCE_SPARK_BUILDS",
@@ -49,7 +49,7 @@ IVY_DIR_ENV = "LANCE_METASTORE_IVY_DIR"
 # Spark hides the value of every setting whose name or value matches ``spark.redaction.regex``
 # (UI, logs, event logs, ``SET``). Spark's own pattern misses header names such as X-Api-Key or
 # Authorization and storage options such as azure_storage_account_key, so the settings carry
-# the project's one secret rule (``lance_metastore.redaction``) instead.
+# the project's one secret rule (``lance_metastore.rules.redaction``) instead.
 REDACTION_REGEX = secret_name_pattern()
 
 # lance-spark's classes since the connector moved to the org.lance group (0.1 and later).

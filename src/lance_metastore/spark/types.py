@@ -44,7 +44,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from ..schema import MAX_DECIMAL_PRECISION, SqlType, sql_type
+from ..rules.schema import MAX_DECIMAL_PRECISION, SqlType, sql_type
 
 UTC = "UTC"
 
@@ -61,7 +61,7 @@ class UnsupportedTypeError(TypeError):
 def spark_type(data_type: pa.DataType | SqlType, where: str = "") -> DataType:
     """The Spark SQL type that holds every value of an Arrow type (read direction).
 
-    The choice of SQL type is :func:`lance_metastore.schema.sql_type`'s, shared with the
+    The choice of SQL type is :func:`lance_metastore.rules.schema.sql_type`'s, shared with the
     catalog columns; this only spells it in Spark's classes.
     """
     sql = data_type if isinstance(data_type, SqlType) else sql_type(data_type)

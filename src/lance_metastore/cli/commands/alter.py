@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ...identifiers import join_identifier, parse_identifier
-from ...schema import catalog_columns
+from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.schema import catalog_columns
 from ..app import CliFailure, JsonFlag, running
 
 

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 
 import typer
 
-from ...identifiers import join_identifier, parse_identifier
-from ...redaction import masked
+from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.redaction import masked
 from ..app import JsonFlag, running
 from ..config import ConfigError
 

@@ -87,7 +87,7 @@ def hms_start(
     json_flag: JsonFlag = False,
 ) -> None:
     """Start a local Hive Metastore in the background and print its thrift:// uri."""
-    from ...hms_local import LocalMetastore, MetastoreAlreadyRunningError
+    from ...hive.local import LocalMetastore, MetastoreAlreadyRunningError
     from ...rest import is_loopback
 
     with running(ctx, json_flag) as state:
@@ -136,7 +136,7 @@ def hms_status(
     json_flag: JsonFlag = False,
 ) -> None:
     """Whether the local metastore runs (exit 0) or not (exit 3), and its uri."""
-    from ...hms_local import LocalMetastore
+    from ...hive.local import LocalMetastore
 
     with running(ctx, json_flag) as state:
         directory = hms_data_dir(data_dir)
@@ -164,7 +164,7 @@ def hms_stop(
     json_flag: JsonFlag = False,
 ) -> None:
     """Stop the local metastore of a data directory (no-op if it is not running)."""
-    from ...hms_local import LocalMetastore
+    from ...hive.local import LocalMetastore
 
     with running(ctx, json_flag) as state:
         directory = hms_data_dir(data_dir)

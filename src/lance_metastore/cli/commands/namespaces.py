@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ...identifiers import join_identifier, parse_identifier
+from ...rules.identifiers import join_identifier, parse_identifier
 from ..app import JsonFlag, PropList, running
 from ..config import parse_assignments
 

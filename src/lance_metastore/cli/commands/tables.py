@@ -10,10 +10,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ...bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
-from ...errors import scrub
-from ...identifiers import join_identifier, parse_identifier
-from ...locations import DATA_KEPT_KEY
+from ...rules.bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
+from ...rules.errors import scrub
+from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.locations import DATA_KEPT_KEY
 from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
 

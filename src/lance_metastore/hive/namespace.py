@@ -51,17 +51,9 @@ from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TApplicationException
 from thrift.transport.TTransport import TTransportException
 
-from . import versions
-from ._hms_pool import ConnectionPool, parse_uris
-from ._hms_transport import (
-    SECURITY_PROPERTIES,
-    AuthenticationFailed,
-    KerberosUnavailable,
-    security_from_settings,
-    security_hint,
-)
-from .base import CatalogNamespace
-from .config import (
+from ..operations.catalog import CatalogNamespace
+from ..rules import versions
+from ..rules.config import (
     LOCATION_PROPERTIES,
     MANAGED_BY,
     Property,
@@ -70,13 +62,21 @@ from .config import (
     positive_float,
     positive_int,
 )
-from .errors import lance_error
-from .identifiers import NameRules, Path, describe
-from .retries import Backoff
-from .schema import CatalogColumn
-from .tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
+from ..rules.errors import lance_error
+from ..rules.identifiers import NameRules, Path, describe
+from ..rules.retries import Backoff
+from ..rules.schema import CatalogColumn
+from ..rules.tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
+from .pool import ConnectionPool, parse_uris
+from .transport import (
+    SECURITY_PROPERTIES,
+    AuthenticationFailed,
+    KerberosUnavailable,
+    security_from_settings,
+    security_hint,
+)
 
-logger = logging.getLogger("lance_metastore.hive")
+logger = logging.getLogger("lance_metastore.hive.namespace")
 
 DEFAULT_CATALOG = "hive"
 # A Lance table is an EXTERNAL_TABLE with table_type=lance; the metastore makes a table

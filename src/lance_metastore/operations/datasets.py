@@ -4,10 +4,8 @@ The data, schema, tag, branch and index operations of the interface are Lance op
 table's dataset; the catalog only says where the dataset is and, for ``managed_by=impl``
 tables, arbitrates each commit. This module holds what those operations share:
 
-- :class:`TableDatasets`, a mixin of :class:`~lance_metastore.base.CatalogNamespace`: open a
-  table's dataset the way its owner requires (catalog-managed tables through the namespace, so
-  every commit goes through ``create_table_version``), and keep the catalog's columns true
-  after a change;
+- (opening a table's dataset the way its owner requires and keeping the catalog's columns true
+  after a change are :class:`~lance_metastore.operations.core.CatalogCore` helpers);
 - :func:`lance_errors`: Lance's exceptions as the spec's error classes, naming the table;
 - Arrow IPC in (stream, as the interface sends data) and out (file, as it answers queries).
 """
@@ -16,11 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
 import re
-import time
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -42,23 +38,6 @@ from lance_namespace.errors import (
     TableVersionNotFoundError,
     UnsupportedOperationError,
 )
-
-from . import tables, versions
-from .identifiers import Path, describe
-from .retries import Backoff
-from .schema import CatalogColumn, catalog_columns
-
-if TYPE_CHECKING:
-    from .base import CatalogNamespace
-    from .tables import TableEntry
-
-# A catalog write that lost a race to a concurrent commit is retried on the entry as it is
-# then (column syncs and register overwrites are idempotent), with jittered backoff, for up to
-# this long: longer than a burst of commits keeps a table busy, bounded all the same.
-CONFLICT_RETRY_SECONDS = 60.0
-CONFLICT_BACKOFF = Backoff(base=0.01, cap=0.5)
-
-T = TypeVar("T")
 
 # Lance reports most failures as ValueError/OSError/RuntimeError with a message; these rules
 # (first match wins) give each the spec's error class. The patterns are Lance's own wording.
@@ -215,114 +194,3 @@ def json_arrow_type(spec: Any, target: str) -> pa.DataType:
             raise InvalidInputError(f"Data type {name} for {target} needs a length >= 1")
         return pa.list_(item, length)
     raise InvalidInputError(f"Unsupported data type {spec['type']!r} for {target}")
-
-
-class TableDatasets:
-    """Opening a table's dataset and keeping the catalog true after a change."""
-
-    def _lance_table(self: CatalogNamespace, raw_id: Any) -> tuple[Path, str, TableEntry]:
-        path, name = self._table_path(raw_id)
-        return path, name, self._require_lance_table(path, name)
-
-    def _dataset(
-        self: CatalogNamespace,
-        path: Path,
-        entry: TableEntry,
-        version: int | str | None = None,
-        branch: str | None = None,
-    ) -> Any:
-        """The table's dataset (at a version or branch when asked).
-
-        Catalog-managed tables are opened through this namespace, so Lance finds the version
-        the catalog names and commits every change through ``create_table_version``.
-        """
-        import lance
-
-        target = describe((*path, entry.name))
-        if self._managed_versioning(entry):
-            if branch:
-                raise UnsupportedOperationError(
-                    f"Table {target} is catalog-managed: branches are not supported, as the "
-                    "catalog records one line of versions (declare it managed_by=storage)"
-                )
-            if versions.current_version(entry.parameters) == 0:
-                raise InvalidTableStateError(f"Table {target} is declared and holds no data yet")
-            with lance_errors("open", f"table {target}"):
-                dataset = lance.dataset(
-                    namespace_client=self,
-                    table_id=[*path, entry.name],
-                    storage_options=self.storage_options or None,
-                )
-        else:
-            location = tables.plain_location(entry.location) or ""
-            if "://" not in location and not os.path.isdir(os.path.join(location, "_versions")):
-                raise InvalidTableStateError(
-                    f"Table {target} is declared and holds no data yet (nothing at {location!r})"
-                )
-            with lance_errors("open", f"table {target}"):
-                dataset = lance.dataset(location, storage_options=self.storage_options or None)
-        if version is None and branch is None:
-            return dataset
-        reference: Any = version if branch is None else (branch, version)
-        with lance_errors("open", f"version {reference!r} of table {target}"):
-            return dataset.checkout_version(reference)
-
-    def _latest(self: CatalogNamespace, path: Path, name: str) -> Any:
-        """The table's dataset as it is now, read again from the catalog after a change."""
-        return self._dataset(path, self._require_lance_table(path, name))
-
-    def _retry_conflicts(self: CatalogNamespace, target: str, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` (one conditional catalog write that reads the entry afresh) until it
-        stops losing races to concurrent writes; ConcurrentModificationError only once
-        :data:`CONFLICT_RETRY_SECONDS` have passed with every attempt refused."""
-        deadline = time.monotonic() + CONFLICT_RETRY_SECONDS
-        tries = 0
-        while True:
-            try:
-                return attempt()
-            except ConcurrentModificationError:
-                if time.monotonic() > deadline:
-                    raise ConcurrentModificationError(
-                        f"{target} kept changing for {CONFLICT_RETRY_SECONDS:.0f} s: "
-                        f"{tries + 1} conditional updates lost to concurrent commits"
-                    ) from None
-            time.sleep(CONFLICT_BACKOFF.delay(tries))
-            tries += 1
-
-    def _record_columns(
-        self: CatalogNamespace,
-        path: Path,
-        name: str,
-        schema: pa.Schema,
-        before: TableEntry | None = None,
-    ) -> list[CatalogColumn]:
-        """Make the catalog's columns mirror ``schema`` after a change that may alter it.
-
-        ``before`` is the entry read before the change: when its columns already match, no
-        catalog call is made (appends, merges and most updates keep the schema). Otherwise
-        only the columns change, conditionally on the entry as read just before (see
-        :meth:`_catalog_set_columns`): a concurrent commit is never undone. A lost race is
-        retried, with the schema of the table's latest version then, so the columns end up
-        neither failed nor stale, whatever committed in between.
-        """
-        columns = catalog_columns(schema)
-        if before is not None and before.columns == columns:
-            return columns
-        target = f"Table {describe((*path, name))}"
-        lost_race = False
-
-        def attempt() -> list[CatalogColumn]:
-            nonlocal columns, lost_race
-            entry = self._require_lance_table(path, name)
-            if lost_race:
-                latest = self._table_schema(path, entry)
-                columns = catalog_columns(latest) if latest is not None else columns
-            if entry.columns != columns:
-                try:
-                    self._catalog_set_columns(path, entry, columns)
-                except ConcurrentModificationError:
-                    lost_race = True
-                    raise
-            return columns
-
-        return self._retry_conflicts(target, attempt)

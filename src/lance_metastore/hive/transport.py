@@ -34,7 +34,7 @@ from typing import Any
 
 from thrift.transport import TSocket, TSSLSocket, TTransport
 
-from .config import Property, Settings, boolean, non_empty, one_of
+from ..rules.config import Property, Settings, boolean, non_empty, one_of
 
 KERBEROS_EXTRA_HINT = "pip install 'lance-metastore[kerberos]'"
 

@@ -1,11 +1,10 @@
 """Tags and branches of a table: Lance keeps them beside the data (``_refs/``), so these are
 Lance operations on the table's dataset; the catalog entry does not change.
 
-A mixin of :class:`~lance_metastore.base.CatalogNamespace`. Listings are sorted by name and
-paged with the namespace's page tokens. Branches need Lance to commit to a second line of
-versions, which a catalog-managed table (one version line in the catalog) cannot record: on
-``managed_by=impl`` tables they answer the spec's unsupported error.
-"""
+A mixin of :class:`~lance_metastore.operations.catalog.CatalogNamespace`. Listings are sorted
+by name and paged with the namespace's page tokens. Branches need Lance to commit to a second
+line of versions, which a catalog-managed table (one version line in the catalog) cannot
+record: on ``managed_by=impl`` tables they answer the spec's unsupported error."""
 
 from __future__ import annotations
 
@@ -39,13 +38,13 @@ from lance_namespace.errors import (
 )
 from lance_namespace_urllib3_client.models import BranchContents, TagContents
 
+from ..rules.errors import lance_error
+from ..rules.identifiers import describe
+from ..rules.requests import coerce_request, request_id
 from .datasets import lance_errors
-from .errors import lance_error
-from .identifiers import describe
-from .requests import coerce_request, request_id
 
 if TYPE_CHECKING:
-    from .base import CatalogNamespace
+    from .core import CatalogCore
 
 
 def _check_ref_name(name: str, what: str) -> str:
@@ -63,7 +62,7 @@ def _reference(version: int, branch: str | None, what: str) -> Any:
 class TableRefOps:
     """Tags (list, get, create, update, delete) and branches (list, create, delete)."""
 
-    def list_table_tags(self: CatalogNamespace, request: Any = None) -> ListTableTagsResponse:
+    def list_table_tags(self: CatalogCore, request: Any = None) -> ListTableTagsResponse:
         with self._operation("list tags of table", request_id(request)):
             req = coerce_request(request, ListTableTagsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -86,9 +85,7 @@ class TableRefOps:
             )
             return ListTableTagsResponse(tags={k: contents[k] for k in keys}, page_token=token)
 
-    def get_table_tag_version(
-        self: CatalogNamespace, request: Any = None
-    ) -> GetTableTagVersionResponse:
+    def get_table_tag_version(self: CatalogCore, request: Any = None) -> GetTableTagVersionResponse:
         with self._operation("read a tag of table", request_id(request)):
             req = coerce_request(request, GetTableTagVersionRequest)
             path, name, entry = self._lance_table(req.id)
@@ -103,7 +100,7 @@ class TableRefOps:
                 version=found[tag]["version"], branch=found[tag].get("branch")
             )
 
-    def create_table_tag(self: CatalogNamespace, request: Any = None) -> CreateTableTagResponse:
+    def create_table_tag(self: CatalogCore, request: Any = None) -> CreateTableTagResponse:
         with self._operation("create a tag of table", request_id(request)):
             req = coerce_request(request, CreateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -114,7 +111,7 @@ class TableRefOps:
                 dataset.tags.create(tag, _reference(req.version, req.branch, target))
             return CreateTableTagResponse()
 
-    def update_table_tag(self: CatalogNamespace, request: Any = None) -> UpdateTableTagResponse:
+    def update_table_tag(self: CatalogCore, request: Any = None) -> UpdateTableTagResponse:
         with self._operation("move a tag of table", request_id(request)):
             req = coerce_request(request, UpdateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -125,7 +122,7 @@ class TableRefOps:
                 dataset.tags.update(tag, _reference(req.version, req.branch, target))
             return UpdateTableTagResponse()
 
-    def delete_table_tag(self: CatalogNamespace, request: Any = None) -> DeleteTableTagResponse:
+    def delete_table_tag(self: CatalogCore, request: Any = None) -> DeleteTableTagResponse:
         with self._operation("delete a tag of table", request_id(request)):
             req = coerce_request(request, DeleteTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -135,9 +132,7 @@ class TableRefOps:
                 dataset.tags.delete(tag)
             return DeleteTableTagResponse()
 
-    def list_table_branches(
-        self: CatalogNamespace, request: Any = None
-    ) -> ListTableBranchesResponse:
+    def list_table_branches(self: CatalogCore, request: Any = None) -> ListTableBranchesResponse:
         with self._operation("list branches of table", request_id(request)):
             req = coerce_request(request, ListTableBranchesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -166,9 +161,7 @@ class TableRefOps:
                 branches={k: contents[k] for k in keys}, page_token=token
             )
 
-    def create_table_branch(
-        self: CatalogNamespace, request: Any = None
-    ) -> CreateTableBranchResponse:
+    def create_table_branch(self: CatalogCore, request: Any = None) -> CreateTableBranchResponse:
         with self._operation("create a branch of table", request_id(request)):
             req = coerce_request(request, CreateTableBranchRequest)
             path, name, entry = self._lance_table(req.id)
@@ -194,9 +187,7 @@ class TableRefOps:
                 dataset.create_branch(branch, reference, self.storage_options or None)
             return CreateTableBranchResponse()
 
-    def delete_table_branch(
-        self: CatalogNamespace, request: Any = None
-    ) -> DeleteTableBranchResponse:
+    def delete_table_branch(self: CatalogCore, request: Any = None) -> DeleteTableBranchResponse:
         with self._operation("delete a branch of table", request_id(request)):
             req = coerce_request(request, DeleteTableBranchRequest)
             path, name, entry = self._lance_table(req.id)

@@ -21,10 +21,10 @@ from botocore.config import Config
 from botocore.credentials import RefreshableCredentials
 from botocore.utils import parse_timestamp
 
-from .config import Settings
-from .errors import register_secrets
+from ..rules.config import Settings
+from ..rules.errors import register_secrets
 
-logger = logging.getLogger("lance_metastore.glue")
+logger = logging.getLogger("lance_metastore.glue.namespace")
 
 DEFAULT_SESSION_NAME = "lance-metastore"
 # AssumeRole's DurationSeconds range (botocore refuses anything shorter before sending).

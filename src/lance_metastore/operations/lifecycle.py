@@ -1,10 +1,9 @@
 """Table lifecycle and metadata: rename, restore, list everything, stats, schema changes.
 
-A mixin of :class:`~lance_metastore.base.CatalogNamespace`. Rename is a catalog change only
-(the data stays where it is) made by the backend's ``_catalog_rename_table``; everything else
-is a Lance change of the table's dataset, after which the catalog's columns are made to
-mirror the new schema.
-"""
+A mixin of :class:`~lance_metastore.operations.catalog.CatalogNamespace`. Rename is a catalog
+change only (the data stays where it is) made by the backend's ``_catalog_rename_table``;
+everything else is a Lance change of the table's dataset, after which the catalog's columns are
+made to mirror the new schema."""
 
 from __future__ import annotations
 
@@ -44,13 +43,13 @@ from lance_namespace.errors import (
 )
 from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 
+from ..rules.errors import lance_error
+from ..rules.identifiers import Path, describe, join_identifier, split_identifier
+from ..rules.requests import coerce_request, request_id
 from .datasets import json_arrow_type, lance_errors
-from .errors import lance_error
-from .identifiers import Path, describe, join_identifier, split_identifier
-from .requests import coerce_request, request_id
 
 if TYPE_CHECKING:
-    from .base import CatalogNamespace
+    from .core import CatalogCore
 
 # Every transaction Lance reports was committed (uncommitted ones leave no record).
 COMMITTED = "SUCCEEDED"
@@ -70,9 +69,7 @@ class TableLifecycleOps:
     """rename_table, restore_table, list_all_tables, get_table_stats, metadata, columns and
     the committed transactions of a table."""
 
-    def describe_transaction(
-        self: CatalogNamespace, request: Any = None
-    ) -> DescribeTransactionResponse:
+    def describe_transaction(self: CatalogCore, request: Any = None) -> DescribeTransactionResponse:
         """A committed Lance transaction of a table: ``id`` is the table id followed by the
         transaction's uuid or the version it committed."""
         with self._operation("describe a transaction of", request_id(request)):
@@ -81,7 +78,7 @@ class TableLifecycleOps:
                 status=COMMITTED, properties=self._transaction(req.id)
             )
 
-    def alter_transaction(self: CatalogNamespace, request: Any = None) -> AlterTransactionResponse:
+    def alter_transaction(self: CatalogCore, request: Any = None) -> AlterTransactionResponse:
         with self._operation("alter a transaction of", request_id(request)):
             req = coerce_request(request, AlterTransactionRequest)
             properties = self._transaction(req.id)
@@ -90,7 +87,7 @@ class TableLifecycleOps:
                 "a committed Lance transaction cannot be altered"
             )
 
-    def _transaction(self: CatalogNamespace, raw_id: Any) -> dict[str, str]:
+    def _transaction(self: CatalogCore, raw_id: Any) -> dict[str, str]:
         parts = list(split_identifier(raw_id))
         if len(parts) < 2:
             raise InvalidInputError("A transaction id is the table id followed by its uuid")
@@ -114,7 +111,7 @@ class TableLifecycleOps:
                     }
         raise lance_error(TransactionNotFoundError, f"{wanted!r} of {target}")
 
-    def rename_table(self: CatalogNamespace, request: Any = None) -> RenameTableResponse:
+    def rename_table(self: CatalogCore, request: Any = None) -> RenameTableResponse:
         raw_id = request_id(request)
         with self._operation("rename table", raw_id):
             req = coerce_request(request, RenameTableRequest)
@@ -138,7 +135,7 @@ class TableLifecycleOps:
             self._catalog_rename_table(path, entry, new_path, new_name)
             return RenameTableResponse()
 
-    def restore_table(self: CatalogNamespace, request: Any = None) -> RestoreTableResponse:
+    def restore_table(self: CatalogCore, request: Any = None) -> RestoreTableResponse:
         raw_id = request_id(request)
         with self._operation("restore table", raw_id):
             req = coerce_request(request, RestoreTableRequest)
@@ -154,7 +151,7 @@ class TableLifecycleOps:
             self._record_columns(path, name, latest.schema, entry)
             return RestoreTableResponse()
 
-    def list_all_tables(self: CatalogNamespace, request: Any = None) -> ListTablesResponse:
+    def list_all_tables(self: CatalogCore, request: Any = None) -> ListTablesResponse:
         """Every Lance table under the namespace asked for (the root: all), as ``$``-joined
         identifiers, sorted and paged like every listing."""
         raw_id = request_id(request)
@@ -183,7 +180,7 @@ class TableLifecycleOps:
             )
             return ListTablesResponse(tables=names, page_token=token)
 
-    def get_table_stats(self: CatalogNamespace, request: Any = None) -> GetTableStatsResponse:
+    def get_table_stats(self: CatalogCore, request: Any = None) -> GetTableStatsResponse:
         raw_id = request_id(request)
         with self._operation("get stats of table", raw_id):
             req = coerce_request(request, GetTableStatsRequest)
@@ -207,7 +204,7 @@ class TableLifecycleOps:
             )
 
     def update_table_schema_metadata(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> UpdateTableSchemaMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update schema metadata of table", raw_id):
@@ -220,7 +217,7 @@ class TableLifecycleOps:
             return UpdateTableSchemaMetadataResponse(metadata=dict(metadata or {}))
 
     def update_field_metadata(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> UpdateFieldMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update field metadata of table", raw_id):
@@ -243,7 +240,7 @@ class TableLifecycleOps:
             return UpdateFieldMetadataResponse(version=latest.version, fields=fields)
 
     def alter_table_add_columns(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> AlterTableAddColumnsResponse:
         raw_id = request_id(request)
         with self._operation("add columns to table", raw_id):
@@ -271,7 +268,7 @@ class TableLifecycleOps:
             return AlterTableAddColumnsResponse(version=dataset.version)
 
     def alter_table_alter_columns(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> AlterTableAlterColumnsResponse:
         raw_id = request_id(request)
         with self._operation("alter columns of table", raw_id):
@@ -305,7 +302,7 @@ class TableLifecycleOps:
             return AlterTableAlterColumnsResponse(version=dataset.version)
 
     def alter_table_drop_columns(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> AlterTableDropColumnsResponse:
         raw_id = request_id(request)
         with self._operation("drop columns of table", raw_id):

@@ -46,9 +46,9 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from . import versions
-from .base import CatalogNamespace
-from .config import (
+from ..operations.catalog import CatalogNamespace
+from ..rules import versions
+from ..rules.config import (
     LOCATION_PROPERTIES,
     MANAGED_BY,
     Property,
@@ -58,12 +58,12 @@ from .config import (
     positive_float,
     positive_int,
 )
-from .errors import lance_error
-from .identifiers import NameRules, Path, describe
-from .schema import CatalogColumn
-from .tables import EXTERNAL_TABLE, TableEntry, join_location
+from ..rules.errors import lance_error
+from ..rules.identifiers import NameRules, Path, describe
+from ..rules.schema import CatalogColumn
+from ..rules.tables import EXTERNAL_TABLE, TableEntry, join_location
 
-logger = logging.getLogger("lance_metastore.glue")
+logger = logging.getLogger("lance_metastore.glue.namespace")
 
 KIND_PROPERTY = "glue.kind"
 DESCRIPTION = "description"
@@ -302,7 +302,7 @@ class GlueNamespace(CatalogNamespace):
         if client is None:
             with self._client_lock:
                 if self._glue is None:
-                    from ._aws import glue_client
+                    from .aws import glue_client
 
                     self._glue = glue_client(self._settings, self._aws_session())
                 client = self._glue
@@ -312,7 +312,7 @@ class GlueNamespace(CatalogNamespace):
         """The boto3 session every client of this namespace is built from (call under
         ``_client_lock``): an assumed role is assumed once."""
         if self._session is None:
-            from ._aws import glue_session
+            from .aws import glue_session
 
             self._session = glue_session(self._settings)
         return self._session
@@ -347,7 +347,7 @@ class GlueNamespace(CatalogNamespace):
             return self._catalog_api_state
 
     def _probe_catalog_api(self) -> CatalogApi:
-        from ._aws import glue_client
+        from .aws import glue_client
 
         kwargs: dict[str, Any] = {"MaxResults": 1}
         if self._settings["catalog_id"]:
@@ -390,7 +390,7 @@ class GlueNamespace(CatalogNamespace):
         if self._settings["catalog_id"]:
             return self._settings["catalog_id"]
         if self._account_id is None:
-            from ._aws import caller_account
+            from .aws import caller_account
 
             self._account_id = caller_account(self._settings)
         return self._account_id
@@ -795,7 +795,7 @@ class GlueNamespace(CatalogNamespace):
     # ----------------------------------------------------------------------------------------
 
     def _catalog_list_lance_tables(self, path: Path) -> list[str]:
-        from .tables import is_lance_table
+        from ..rules.tables import is_lance_table
 
         items = self._pages(
             "get_tables",
@@ -817,7 +817,7 @@ class GlueNamespace(CatalogNamespace):
 
     def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
         """One GetTables listing (a call per 100 tables): it returns whole tables."""
-        from .tables import is_lance_table
+        from ..rules.tables import is_lance_table
 
         items = self._pages(
             "get_tables",

@@ -1,9 +1,9 @@
 """Indexes of a table: create (vector, scalar, full-text), list, describe, drop.
 
-A mixin of :class:`~lance_metastore.base.CatalogNamespace`. Indexes live in the Lance dataset;
-creating or dropping one commits a new version (through the catalog for managed tables). The
-index name is the handle: creating a name that exists answers 7 (Lance would replace it).
-"""
+A mixin of :class:`~lance_metastore.operations.catalog.CatalogNamespace`. Indexes live in the
+Lance dataset; creating or dropping one commits a new version (through the catalog for managed
+tables). The index name is the handle: creating a name that exists answers 7 (Lance would
+replace it)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,13 @@ from lance_namespace.errors import (
 )
 from lance_namespace_urllib3_client.models import IndexContent
 
+from ..rules.errors import lance_error
+from ..rules.identifiers import describe
+from ..rules.requests import coerce_request, request_id
 from .datasets import lance_errors
-from .errors import lance_error
-from .identifiers import describe
-from .requests import coerce_request, request_id
 
 if TYPE_CHECKING:
-    from .base import CatalogNamespace
+    from .core import CatalogCore
 
 VECTOR_INDEX_TYPES = frozenset(
     {"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"}
@@ -68,19 +68,19 @@ VECTOR_OPTIONS = (
 class TableIndexOps:
     """create_table_index, create_table_scalar_index, list, describe stats, drop."""
 
-    def create_table_index(self: CatalogNamespace, request: Any = None) -> CreateTableIndexResponse:
+    def create_table_index(self: CatalogCore, request: Any = None) -> CreateTableIndexResponse:
         with self._operation("create an index on table", request_id(request)):
             self._create_index(request, scalar_only=False)
             return CreateTableIndexResponse()
 
     def create_table_scalar_index(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> CreateTableScalarIndexResponse:
         with self._operation("create a scalar index on table", request_id(request)):
             self._create_index(request, scalar_only=True)
             return CreateTableScalarIndexResponse()
 
-    def _create_index(self: CatalogNamespace, request: Any, scalar_only: bool) -> None:
+    def _create_index(self: CatalogCore, request: Any, scalar_only: bool) -> None:
         req = coerce_request(request, CreateTableIndexRequest)
         if req.branch:
             raise UnsupportedOperationError("Creating an index on a branch is not supported")
@@ -127,7 +127,7 @@ class TableIndexOps:
                     req.column, lance_type, name=index_name, replace=False, **options
                 )
 
-    def list_table_indices(self: CatalogNamespace, request: Any = None) -> ListTableIndicesResponse:
+    def list_table_indices(self: CatalogCore, request: Any = None) -> ListTableIndicesResponse:
         with self._operation("list indexes of table", request_id(request)):
             req = coerce_request(request, ListTableIndicesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -143,7 +143,7 @@ class TableIndexOps:
             return ListTableIndicesResponse(indexes=[contents[k] for k in keys], page_token=token)
 
     def describe_table_index_stats(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> DescribeTableIndexStatsResponse:
         with self._operation("describe an index of table", request_id(request)):
             req = coerce_request(request, DescribeTableIndexStatsRequest)
@@ -164,7 +164,7 @@ class TableIndexOps:
                 num_indices=stats.get("num_indices"),
             )
 
-    def drop_table_index(self: CatalogNamespace, request: Any = None) -> DropTableIndexResponse:
+    def drop_table_index(self: CatalogCore, request: Any = None) -> DropTableIndexResponse:
         with self._operation("drop an index of table", request_id(request)):
             req = coerce_request(request, DropTableIndexRequest)
             if req.branch:

@@ -69,7 +69,7 @@ LANCE_PHRASES: dict[type[LanceNamespaceError], str] = {
 
 def lance_error(kind: type[NamespaceErrorT], subject: str, detail: str = "") -> NamespaceErrorT:
     """``kind`` worded as Lance words it: its phrase, then the object (``'db$t'``, as
-    :func:`~lance_metastore.identifiers.describe` renders it), then ``detail`` if any."""
+    :func:`~lance_metastore.rules.identifiers.describe` renders it), then ``detail`` if any."""
     message = f"{LANCE_PHRASES[kind]}: {subject}"
     return kind(f"{message} {detail}" if detail else message)
 

@@ -23,7 +23,7 @@ from thrift.protocol.TProtocol import TProtocolException
 from thrift.Thrift import TException
 from thrift.transport import TSocket, TTransport
 
-from ._hms_transport import (
+from .transport import (
     PLAIN,
     AuthenticationFailed,
     KerberosUnavailable,
@@ -31,7 +31,7 @@ from ._hms_transport import (
     open_transport,
 )
 
-logger = logging.getLogger("lance_metastore.hive")
+logger = logging.getLogger("lance_metastore.hive.namespace")
 
 
 class _RefusedConnectionFilter(logging.Filter):

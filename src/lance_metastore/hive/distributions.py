@@ -12,7 +12,7 @@ Release notes that shaped the choices below:
   common and client parts), and 4.2 targets Java 21: 4.0.1 is the newest 4.x that runs here.
 - The Hadoop dependencies of the 4.x server are optional in its pom, so they are named here.
 - ``jdk.tools`` (pulled by old Hadoop poms, a JDK 8 ``tools.jar``) does not exist on Java 9+.
-- Janino runs the short boot script (see :mod:`lance_metastore.hms_local`), as it does for 2.3
+- Janino runs the short boot script (see :mod:`lance_metastore.hive.local`), as it does for 2.3
   from the pyspark wheel.
 """
 
@@ -263,8 +263,8 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lance_metastore.hms_dist [VERSION ...]``: fetch releases ahead of time (CI,
-    scripts/setup.sh), so a test session never pays the download inside a test timeout."""
+    """``python -m lance_metastore.hive.distributions [VERSION ...]``: fetch releases ahead of
+    time (CI, scripts/setup.sh), so a test session never pays the download inside a test timeout."""
     import sys
 
     keys = (argv if argv is not None else sys.argv[1:]) or [

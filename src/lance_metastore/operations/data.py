@@ -1,11 +1,10 @@
 """Data operations: create with data, insert, merge-insert, update, delete, count, query.
 
-A mixin of :class:`~lance_metastore.base.CatalogNamespace`. Each runs Lance on the table's
-dataset (see :mod:`lance_metastore.datasets`): on catalog-managed tables every commit goes
-through this namespace's ``create_table_version``, so concurrent writers are arbitrated by the
-catalog. Requests are checked before Lance writes anything (columns named, filters parsed,
-vector dimensions), so bad input changes nothing.
-"""
+A mixin of :class:`~lance_metastore.operations.catalog.CatalogNamespace`. Each runs Lance on
+the table's dataset (see :mod:`lance_metastore.operations.datasets`): on catalog-managed tables
+every commit goes through this namespace's ``create_table_version``, so concurrent writers are
+arbitrated by the catalog. Requests are checked before Lance writes anything (columns named,
+filters parsed, vector dimensions), so bad input changes nothing."""
 
 from __future__ import annotations
 
@@ -43,11 +42,10 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from . import tables
-from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
-from .errors import lance_error
-from .identifiers import Path, describe
-from .requests import (
+from ..rules import tables
+from ..rules.errors import lance_error
+from ..rules.identifiers import Path, describe
+from ..rules.requests import (
     APPEND,
     CREATE,
     EXIST_OK,
@@ -56,10 +54,11 @@ from .requests import (
     request_id,
     request_mode,
 )
-from .tables import TableEntry
+from ..rules.tables import TableEntry
+from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
 
 if TYPE_CHECKING:
-    from .base import CatalogNamespace
+    from .core import CatalogCore
 
 logger = logging.getLogger("lance_metastore")
 
@@ -90,9 +89,7 @@ def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
 class TableDataOps:
     """create_table (with data), insert, merge-insert, update, delete, count, query, plans."""
 
-    def _write(
-        self: CatalogNamespace, path: Path, entry: TableEntry, data: pa.Table, mode: str
-    ) -> Any:
+    def _write(self: CatalogCore, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> Any:
         """Write ``data`` to the table (its first write creates the dataset); the dataset."""
         import lance
 
@@ -119,7 +116,7 @@ class TableDataOps:
             )
 
     def create_table(
-        self: CatalogNamespace, request: Any = None, request_data: Any = None
+        self: CatalogCore, request: Any = None, request_data: Any = None
     ) -> CreateTableResponse:
         with self._operation("create table", request_id(request)):
             req = coerce_request(request, CreateTableRequest)
@@ -154,7 +151,7 @@ class TableDataOps:
             entry = self._require_lance_table(path, name)
             return self._created(entry, dataset.version)
 
-    def _created(self: CatalogNamespace, entry: TableEntry, version: int) -> CreateTableResponse:
+    def _created(self: CatalogCore, entry: TableEntry, version: int) -> CreateTableResponse:
         return CreateTableResponse(
             location=entry.location,
             version=version,
@@ -162,13 +159,13 @@ class TableDataOps:
             properties=dict(entry.parameters),
         )
 
-    def _current_version(self: CatalogNamespace, path: Path, entry: TableEntry) -> int:
+    def _current_version(self: CatalogCore, path: Path, entry: TableEntry) -> int:
         if not self._has_committed_data(entry):
             return 0
         return self._dataset(path, entry).version
 
     def _undo_declare(
-        self: CatalogNamespace, path: Path, entry: TableEntry, made_directory: str | None
+        self: CatalogCore, path: Path, entry: TableEntry, made_directory: str | None
     ) -> None:
         """A create whose write failed: remove the entry, and the directory the write made
         (only one that did not exist before: a dataset already there is never touched)."""
@@ -182,7 +179,7 @@ class TableDataOps:
             shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(
-        self: CatalogNamespace, request: Any = None, request_data: Any = None
+        self: CatalogCore, request: Any = None, request_data: Any = None
     ) -> InsertIntoTableResponse:
         with self._operation("insert into table", request_id(request)):
             req = coerce_request(request, InsertIntoTableRequest)
@@ -195,7 +192,7 @@ class TableDataOps:
             return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
 
     def merge_insert_into_table(
-        self: CatalogNamespace, request: Any = None, request_data: Any = None
+        self: CatalogCore, request: Any = None, request_data: Any = None
     ) -> MergeInsertIntoTableResponse:
         with self._operation("merge into table", request_id(request)):
             req = coerce_request(request, MergeInsertIntoTableRequest)
@@ -235,7 +232,7 @@ class TableDataOps:
                 version=latest.version,
             )
 
-    def update_table(self: CatalogNamespace, request: Any = None) -> UpdateTableResponse:
+    def update_table(self: CatalogCore, request: Any = None) -> UpdateTableResponse:
         with self._operation("update rows of table", request_id(request)):
             req = coerce_request(request, UpdateTableRequest)
             _no_branch(req.branch, "Updating")
@@ -255,7 +252,7 @@ class TableDataOps:
                 properties=dict(self._require_lance_table(path, name).parameters),
             )
 
-    def delete_from_table(self: CatalogNamespace, request: Any = None) -> DeleteFromTableResponse:
+    def delete_from_table(self: CatalogCore, request: Any = None) -> DeleteFromTableResponse:
         with self._operation("delete rows of table", request_id(request)):
             req = coerce_request(request, DeleteFromTableRequest)
             _no_branch(req.branch, "Deleting")
@@ -267,7 +264,7 @@ class TableDataOps:
                 dataset.delete(req.predicate)
             return DeleteFromTableResponse(version=dataset.version)
 
-    def count_table_rows(self: CatalogNamespace, request: Any = None) -> CountTableRowsResponse:
+    def count_table_rows(self: CatalogCore, request: Any = None) -> CountTableRowsResponse:
         with self._operation("count rows of table", request_id(request)):
             req = coerce_request(request, CountTableRowsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -281,7 +278,7 @@ class TableDataOps:
     # Queries
     # ----------------------------------------------------------------------------------------
 
-    def _scanner(self: CatalogNamespace, raw: Any, model: type) -> tuple[Any, str]:
+    def _scanner(self: CatalogCore, raw: Any, model: type) -> tuple[Any, str]:
         """A Lance scanner for a query request (and the table it reads, for messages)."""
         req = coerce_request(raw, model)
         path, name, entry = self._lance_table(req.id)
@@ -291,14 +288,14 @@ class TableDataOps:
         with lance_errors("query", target):
             return dataset.scanner(**options), target
 
-    def query_table(self: CatalogNamespace, request: Any = None) -> QueryTableResponse:
+    def query_table(self: CatalogCore, request: Any = None) -> QueryTableResponse:
         """The rows, as Arrow IPC file bytes (the interface's answer format)."""
         with self._operation("query table", request_id(request)):
             scanner, target = self._scanner(request, QueryTableRequest)
             with lance_errors("query", target):
                 return QueryTableResponse(data=ipc_file_bytes(scanner.to_table()))
 
-    def explain_table_query_plan(self: CatalogNamespace, request: Any = None) -> str:
+    def explain_table_query_plan(self: CatalogCore, request: Any = None) -> str:
         with self._operation("explain a query of table", request_id(request)):
             req = coerce_request(request, ExplainTableQueryPlanRequest)
             query = req.query.model_copy(update={"id": req.id, "branch": req.branch})
@@ -306,7 +303,7 @@ class TableDataOps:
             with lance_errors("explain a query of", target):
                 return scanner.explain_plan(bool(req.verbose))
 
-    def analyze_table_query_plan(self: CatalogNamespace, request: Any = None) -> str:
+    def analyze_table_query_plan(self: CatalogCore, request: Any = None) -> str:
         with self._operation("analyze a query of table", request_id(request)):
             scanner, target = self._scanner(request, AnalyzeTableQueryPlanRequest)
             with lance_errors("analyze a query of", target):

@@ -1,8 +1,9 @@
 """Batches of version commits, all-or-nothing where the catalog can make them so.
 
-A mixin of :class:`~lance_metastore.base.CatalogNamespace`. The catalog's atomic write is one
-compare-and-set of one table's entry (Glue: UpdateTable with VersionId; Hive: alter under the
-table's exclusive lock). So a batch is all-or-nothing when it comes down to one such write:
+A mixin of :class:`~lance_metastore.operations.catalog.CatalogNamespace`. The catalog's atomic
+write is one compare-and-set of one table's entry (Glue: UpdateTable with VersionId; Hive:
+alter under the table's exclusive lock). So a batch is all-or-nothing when it comes down to one
+such write:
 
 - ``batch_create_table_versions`` whose entries all commit to one table (consecutive versions);
 - ``batch_commit_tables`` whose operations are version commits and version-record deletions of
@@ -29,15 +30,15 @@ from lance_namespace import (
 )
 from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 
-from . import versions
-from .identifiers import Path, describe
-from .requests import coerce_request
+from ..rules import versions
+from ..rules.identifiers import Path, describe
+from ..rules.requests import coerce_request
 
 if TYPE_CHECKING:
     from lance_namespace import TableVersion
 
-    from .base import CatalogNamespace
-    from .tables import TableEntry
+    from ..rules.tables import TableEntry
+    from .core import CatalogCore
 
 MANY_TABLES = (
     "a batch over several tables cannot be all-or-nothing here: the catalog's atomic write "
@@ -58,7 +59,7 @@ class BatchCommitOps:
     """batch_create_table_versions and batch_commit_tables."""
 
     def batch_create_table_versions(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogCore, request: Any = None
     ) -> BatchCreateTableVersionsResponse:
         with self._operation("commit a batch of versions", None):
             req = coerce_request(request, BatchCreateTableVersionsRequest)
@@ -72,9 +73,7 @@ class BatchCommitOps:
                 versions=self._finalize(entry, parameters, records)
             )
 
-    def batch_commit_tables(
-        self: CatalogNamespace, request: Any = None
-    ) -> BatchCommitTablesResponse:
+    def batch_commit_tables(self: CatalogCore, request: Any = None) -> BatchCommitTablesResponse:
         with self._operation("commit a batch of table operations", None):
             req = coerce_request(request, BatchCommitTablesRequest)
             operations = [_single(op) for op in req.operations]
@@ -94,13 +93,13 @@ class BatchCommitOps:
                 results=self._commit_on_one_table(path, name, entry, operations)
             )
 
-    def _one_table(self: CatalogNamespace, ids: list[Any]) -> tuple[Path, str]:
+    def _one_table(self: CatalogCore, ids: list[Any]) -> tuple[Path, str]:
         targets = {self._table_path(raw) for raw in ids}
         if len(targets) != 1:
             raise UnsupportedOperationError(f"Not supported: {MANY_TABLES}")
         return next(iter(targets))
 
-    def _run_one(self: CatalogNamespace, kind: str, operation: Any) -> CommitTableResult:
+    def _run_one(self: CatalogCore, kind: str, operation: Any) -> CommitTableResult:
         method = {
             "declare_table": self.declare_table,
             "create_table_version": self.create_table_version,
@@ -110,7 +109,7 @@ class BatchCommitOps:
         return CommitTableResult(**{kind: method(operation)})
 
     def _commit_on_one_table(
-        self: CatalogNamespace,
+        self: CatalogCore,
         path: Path,
         name: str,
         entry: TableEntry,

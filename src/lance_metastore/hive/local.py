@@ -4,7 +4,7 @@ Three releases (``version``): ``"2.3"`` (the default) runs from the pyspark whee
 Hive Metastore 2.3 with Derby and every dependency it needs, so it needs nothing but a Java
 runtime; ``"3.1"`` (3.1.3) and ``"4"`` (4.0.1, the newest 4.x Maven Central holds a server
 of) run Hive's standalone metastore, fetched once with Maven into the user cache (see
-:mod:`lance_metastore.hms_dist`). All of them run on Java 17 with Derby.
+:mod:`lance_metastore.hive.distributions`). All of them run on Java 17 with Derby.
 
 :class:`LocalMetastore` writes the metastore's configuration into its data directory,
 launches ``HiveMetaStore`` as a detached JVM and waits until the Thrift port answers a real
@@ -69,7 +69,7 @@ from pymetastore.hive_metastore import ThriftHiveMetastore
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
-from .hms_dist import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
+from .distributions import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
 
 __all__ = [
     "DEFAULT_HEAP",
@@ -91,7 +91,7 @@ __all__ = [
 
 DEFAULT_HEAP = "512m"
 
-logger = logging.getLogger("lance_metastore.hms_local")
+logger = logging.getLogger("lance_metastore.hive.local")
 
 # Measured on a 2-core machine, from launch to the first answered call: ~2.7 s with the JVM's
 # defaults and ~1.9 s with these (~3.2 s and ~2.5 s for start() on a new data directory,
