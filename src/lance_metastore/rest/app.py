@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import typing
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote_plus
@@ -34,7 +33,8 @@ from ..rules.errors import is_worded_refusal, known_secrets, unsupported
 from ..rules.redaction import scrub, shareable
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
 from .disclosure import public_message
-from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply
+from .openapi import openapi_document
+from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply, wire_kind
 from .security import (
     DEFAULT_MAX_BODY_BYTES,
     AuditMiddleware,
@@ -120,8 +120,6 @@ def create_app(
     """
     if max_decoded_bytes is None:
         max_decoded_bytes = DECODED_LIMIT_FACTOR * max_body_bytes
-    from .openapi import openapi_document
-
     # A served namespace always confines the locations its callers set (see locations.py).
     confine = getattr(namespace, "confine_locations", None)
     if callable(confine):
@@ -378,29 +376,8 @@ def _query_fields(model: type[BaseModel]) -> dict[str, Any]:
     return {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
 
 
-def _kind(annotation: Any) -> str:
-    """The wire shape of a field: int, bool, list, dict or str (Optional/Annotated unwrapped)."""
-    origin = typing.get_origin(annotation)
-    if origin in (list, tuple):
-        return "list"
-    if origin is dict:
-        return "dict"
-    if origin is not None:  # Optional[...], Annotated[...], Union[...]
-        for arg in typing.get_args(annotation):
-            if arg is not type(None):
-                kind = _kind(arg)
-                if kind != "str":
-                    return kind
-        return "str"
-    if annotation is bool:
-        return "bool"
-    if annotation is int:
-        return "int"
-    return "str"
-
-
 def _query_value(key: str, annotation: Any, values: list[str]) -> Any:
-    kind = _kind(annotation)
+    kind = wire_kind(annotation)
     value = values[-1]
     if kind == "list":
         # repeated parameters, or one comma-separated value

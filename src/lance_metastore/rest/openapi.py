@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from .operations import ARROW_FILE, ARROW_STREAM, OPERATIONS, Body, Operation, Reply
+from .operations import ARROW_FILE, ARROW_STREAM, OPERATIONS, Body, Operation, Reply, wire_kind
 
 _REF = "#/components/schemas/{model}"
 _ERROR_STATUSES = {
@@ -52,9 +52,7 @@ def _query_parameters(operation: Operation) -> list[dict[str, Any]]:
 
 
 def _scalar_schema(annotation: Any) -> dict[str, Any] | None:
-    from .app import _kind
-
-    kind = _kind(annotation)
+    kind = wire_kind(annotation)
     if kind == "int":
         return {"type": "integer", "minimum": 0}
     if kind == "bool":

@@ -9,8 +9,10 @@ built from this table, so a route is declared once.
 from __future__ import annotations
 
 import enum
+import typing
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import lance_namespace_urllib3_client.models as models
 from pydantic import BaseModel
@@ -196,3 +198,27 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 BY_NAME = {op.name: op for op in OPERATIONS}
+
+
+def wire_kind(annotation: Any) -> str:
+    """The wire shape of a field: int, bool, list, dict or str (Optional/Annotated unwrapped).
+
+    The app parses query parameters by it and the OpenAPI document describes them by it.
+    """
+    origin = typing.get_origin(annotation)
+    if origin in (list, tuple):
+        return "list"
+    if origin is dict:
+        return "dict"
+    if origin is not None:  # Optional[...], Annotated[...], Union[...]
+        for arg in typing.get_args(annotation):
+            if arg is not type(None):
+                kind = wire_kind(arg)
+                if kind != "str":
+                    return kind
+        return "str"
+    if annotation is bool:
+        return "bool"
+    if annotation is int:
+        return "int"
+    return "str"
