@@ -1220,13 +1220,13 @@ def _absence_logs(caplog) -> list[logging.LogRecord]:
     return [
         r
         for r in caplog.records
-        if r.name == "lance_metastore.glue.namespace"
+        if r.name == "lance_metastore.glue"
         and "serving the root catalog alone" in r.getMessage()
     ]
 
 
 def test_two_level_work_needs_one_unretried_probe(root_only: GlueHarness, recorded, caplog):
-    caplog.set_level(logging.INFO, logger="lance_metastore.glue.namespace")
+    caplog.set_level(logging.INFO, logger="lance_metastore.glue")
     ns = root_only.connect(max_retries="5")  # the default: the probe must not use them
     ns.create_namespace({"id": ["sales"], "properties": {"owner": "data"}})
     ns.create_namespace({"id": ["sales"], "mode": "exist_ok"})
@@ -1306,7 +1306,7 @@ def test_catalog_ids_answer_saying_why(root_only: GlueHarness):
 
 
 def test_probe_is_shared_by_threads(root_only: GlueHarness, recorded, caplog):
-    caplog.set_level(logging.INFO, logger="lance_metastore.glue.namespace")
+    caplog.set_level(logging.INFO, logger="lance_metastore.glue")
     ns = root_only.connect()
     barrier = threading.Barrier(8)
     codes: list[ErrorCode] = []

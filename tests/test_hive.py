@@ -38,7 +38,8 @@ from support.hms3_emulator import Hms3Emulator
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
-from lance_metastore import Hive2Namespace, Hive3Namespace, _hms_pool
+from lance_metastore import Hive2Namespace, Hive3Namespace
+from lance_metastore.hive import pool as _hms_pool
 
 HMS3_URI_ENV = "LANCE_METASTORE_TEST_HMS3_URI"
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})

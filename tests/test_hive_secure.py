@@ -493,12 +493,12 @@ def test_kerberos_without_the_extra_says_how_to_install_it(monkeypatch) -> None:
 def test_a_tls_metastore_listening_everywhere_is_warned_about(
     tls_hms: TlsMetastore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """HMS 2.3 with TLS cannot use the launcher's bind guard (hms_local): it listens on every
+    """HMS 2.3 with TLS cannot use the launcher's bind guard (hive.local): it listens on every
     interface, and start() says so instead of staying silent."""
     from lance_metastore.hive import local as hms_local
 
     if hms_local.listening_addresses(tls_hms.metastore.port) is None:
         pytest.skip("the kernel does not list listening sockets here (not Linux)")
-    with caplog.at_level(logging.WARNING, logger="lance_metastore.hive.local"):
+    with caplog.at_level(logging.WARNING, logger="lance_metastore.hms_local"):
         tls_hms.metastore._warn_if_listening_beyond_host()
     assert "listens on every interface" in caplog.text

@@ -1,6 +1,6 @@
 """An EMULATOR of a Hive Metastore 3.x Thrift server: the catalog API, in memory, for tests.
 
-Hive 3 catalogs are tested against real Hive Metastores 3.1 and 4.0 (``hms_local`` with
+Hive 3 catalogs are tested against real Hive Metastores 3.1 and 4.0 (``hive.local`` with
 ``version="3.1"``/``"4"``, fixtures in tests/conftest.py). This emulator stays only for what a
 real server cannot be made to show: how many calls of each kind a client made (``calls``, so
 a test can prove a listing is one filtered call and never reads tables one by one). This

@@ -24,7 +24,7 @@ from botocore.utils import parse_timestamp
 from ..rules.config import Settings
 from ..rules.errors import register_secrets
 
-logger = logging.getLogger("lance_metastore.glue.namespace")
+logger = logging.getLogger("lance_metastore.glue")
 
 DEFAULT_SESSION_NAME = "lance-metastore"
 # AssumeRole's DurationSeconds range (botocore refuses anything shorter before sending).

@@ -63,7 +63,7 @@ from ..rules.identifiers import NameRules, Path, describe
 from ..rules.schema import CatalogColumn
 from ..rules.tables import EXTERNAL_TABLE, TableEntry, join_location
 
-logger = logging.getLogger("lance_metastore.glue.namespace")
+logger = logging.getLogger("lance_metastore.glue")
 
 KIND_PROPERTY = "glue.kind"
 DESCRIPTION = "description"

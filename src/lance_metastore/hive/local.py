@@ -92,7 +92,7 @@ __all__ = [
 
 DEFAULT_HEAP = "512m"
 
-logger = logging.getLogger("lance_metastore.hive.local")
+logger = logging.getLogger("lance_metastore.hms_local")
 
 # Measured on a 2-core machine, from launch to the first answered call: ~2.7 s with the JVM's
 # defaults and ~1.9 s with these (~3.2 s and ~2.5 s for start() on a new data directory,

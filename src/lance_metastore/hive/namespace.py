@@ -76,7 +76,7 @@ from .transport import (
     security_hint,
 )
 
-logger = logging.getLogger("lance_metastore.hive.namespace")
+logger = logging.getLogger("lance_metastore.hive")
 
 DEFAULT_CATALOG = "hive"
 # A Lance table is an EXTERNAL_TABLE with table_type=lance; the metastore makes a table

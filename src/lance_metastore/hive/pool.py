@@ -3,7 +3,7 @@
 Connections are opened on demand up to ``size``, reused across calls and threads, and thrown
 away when a call breaks them. ``uris`` is a fail-over list: a new connection tries the server
 that last worked first, then the others in order. Every connection, first or replacement,
-authenticates the same way (:mod:`._hms_transport`: plain, TLS or Kerberos).
+authenticates the same way (:mod:`.transport`: plain, TLS or Kerberos).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .transport import (
     open_transport,
 )
 
-logger = logging.getLogger("lance_metastore.hive.namespace")
+logger = logging.getLogger("lance_metastore.hive")
 
 
 class _RefusedConnectionFilter(logging.Filter):

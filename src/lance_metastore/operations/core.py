@@ -349,7 +349,7 @@ class CatalogCore(LanceNamespace):
         return True
 
     # ----------------------------------------------------------------------------------------
-    # Locations: one resolution rule, confinement, one entry per location (see locations.py)
+    # Locations: one resolution rule, confinement, one entry per location (see rules/locations.py)
     # ----------------------------------------------------------------------------------------
 
     def _resolve_location(self, location: object, what: str) -> str:

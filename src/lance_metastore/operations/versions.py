@@ -130,7 +130,7 @@ class VersionOps:
         """After this namespace's compare-and-set moved ``entry`` to ``committed``: the records
         of the versions it committed, their manifests moved to the final names, and the
         staging manifest of the version that was the latest before deleted (see
-        :mod:`manifests`)."""
+        :mod:`~lance_metastore.rules.manifests`)."""
         location = tables.plain_location(entry.location) or ""
         scheme = committed.get(versions.NAMING_SCHEME_KEY)
         finalized = [self._manifests.finalize(location, record, scheme) for record in records]

@@ -120,7 +120,7 @@ def create_app(
     """
     if max_decoded_bytes is None:
         max_decoded_bytes = DECODED_LIMIT_FACTOR * max_body_bytes
-    # A served namespace always confines the locations its callers set (see locations.py).
+    # A served namespace always confines the locations its callers set (see rules/locations.py).
     confine = getattr(namespace, "confine_locations", None)
     if callable(confine):
         confine()
