@@ -1220,8 +1220,7 @@ def _absence_logs(caplog) -> list[logging.LogRecord]:
     return [
         r
         for r in caplog.records
-        if r.name == "lance_metastore.glue"
-        and "serving the root catalog alone" in r.getMessage()
+        if r.name == "lance_metastore.glue" and "serving the root catalog alone" in r.getMessage()
     ]
 
 
