@@ -70,6 +70,7 @@ from lance_namespace.errors import (
 from . import locations, tables, versions
 from .batches import BatchCommitOps
 from .config import LOCATION_PROPERTIES, MANAGED_BY, Property, Settings, parse_properties
+from .credentials import CredentialVendor
 from .data import TableDataOps
 from .datasets import TableDatasets
 from .errors import lance_error, register_secrets, translate_errors
@@ -140,6 +141,7 @@ class CatalogNamespace(
         self._state_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._manifests = ManifestFiles(self._settings.storage_options)
+        self._vendor = CredentialVendor(self._settings)
         self._configure(self._settings)
 
     # ----------------------------------------------------------------------------------------
@@ -502,6 +504,12 @@ class CatalogNamespace(
     def _storage_options_or_none(self) -> dict[str, str] | None:
         return self.storage_options or None
 
+    def _answered_storage_options(
+        self, location: str, vend_credentials: bool | None
+    ) -> dict[str, str] | None:
+        """What a describe/declare answer carries: vended credentials where configured."""
+        return self._vendor.storage_options(location, self.storage_options, vend_credentials)
+
     def _open_dataset(self, location: str) -> Any:
         import lance
 
@@ -727,7 +735,7 @@ class CatalogNamespace(
             self._catalog_create_table(path, entry, columns)
             return DeclareTableResponse(
                 location=location,
-                storage_options=self._storage_options_or_none(),
+                storage_options=self._answered_storage_options(location, req.vend_credentials),
                 properties=parameters,
                 managed_versioning=self._managed_versioning(entry),
             )
@@ -818,7 +826,7 @@ class CatalogNamespace(
                 namespace=list(path),
                 location=location,
                 table_uri=location if req.with_table_uri else None,
-                storage_options=self._storage_options_or_none(),
+                storage_options=self._answered_storage_options(location, req.vend_credentials),
                 properties=dict(entry.parameters),
                 managed_versioning=self._managed_versioning(entry),
                 is_only_declared=only_declared,

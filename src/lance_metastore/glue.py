@@ -58,6 +58,7 @@ from .config import (
     positive_float,
     positive_int,
 )
+from .credentials import VENDOR_PROPERTIES
 from .errors import lance_error
 from .identifiers import NameRules, Path, describe
 from .schema import CatalogColumn
@@ -114,6 +115,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("connect_timeout_sec", "Connect timeout", positive_float, default=10.0),
     Property("read_timeout_sec", "Read timeout", positive_float, default=60.0),
     *LOCATION_PROPERTIES,
+    *VENDOR_PROPERTIES,
     MANAGED_BY,
 )
 

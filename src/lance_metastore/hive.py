@@ -70,6 +70,7 @@ from .config import (
     positive_float,
     positive_int,
 )
+from .credentials import VENDOR_PROPERTIES
 from .errors import lance_error
 from .identifiers import NameRules, Path, describe
 from .retries import Backoff
@@ -138,6 +139,7 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     *SECURITY_PROPERTIES,
     *LOCATION_PROPERTIES,
+    *VENDOR_PROPERTIES,
     MANAGED_BY,
 )
 
