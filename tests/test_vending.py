@@ -358,3 +358,96 @@ def test_client_without_aws_credentials_reads_and_appends(glue: Any, s3_lake, tm
     leaked = [s for s in VENDOR_CREDENTIALS if s in result.stdout + result.stderr]
     assert not leaked
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
+
+
+# ---------------------------------------------------------------------------------------------
+# Scope, enforced by the session-policy emulator (moto ignores session policies)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_emulator_evaluates_allow_resource_and_prefix_condition():
+    from support.session_policy_s3 import is_allowed, s3_request
+
+    policy = session_policy("lake", "wh/db/t.lance", "read")
+    assert is_allowed(policy, *s3_request("GET", "/lake/wh/db/t.lance/_versions/1.manifest", ""))
+    assert not is_allowed(policy, *s3_request("GET", "/lake/wh/db/other.lance/data/x", ""))
+    assert not is_allowed(policy, *s3_request("GET", "/lake/wh/db/t.lance2/data/x", ""))
+    assert not is_allowed(policy, *s3_request("PUT", "/lake/wh/db/t.lance/data/x", ""))
+    assert not is_allowed(policy, *s3_request("DELETE", "/lake/wh/db/t.lance/data/x", ""))
+    assert is_allowed(policy, *s3_request("GET", "/lake", "list-type=2&prefix=wh/db/t.lance/"))
+    assert not is_allowed(policy, *s3_request("GET", "/lake", "list-type=2&prefix=wh/db/"))
+    deny = {
+        "Statement": [*policy["Statement"], {"Effect": "Deny", "Action": "s3:*", "Resource": "*"}]
+    }
+    assert not is_allowed(deny, *s3_request("GET", "/lake/wh/db/t.lance/x", ""))
+
+
+@pytest.fixture
+def enforced_lake(glue: Any, s3_lake: dict[str, str]) -> Any:
+    from support.session_policy_s3 import SessionPolicyS3
+
+    with SessionPolicyS3(s3_lake["endpoint"]) as proxy:
+        yield {**s3_lake, "endpoint": proxy.endpoint, "proxy": proxy}
+
+
+def _s3_with(options: dict[str, str]) -> Any:
+    import boto3
+
+    return boto3.client(
+        "s3",
+        endpoint_url=options["aws_endpoint"],
+        region_name="us-east-1",
+        aws_access_key_id=options["aws_access_key_id"],
+        aws_secret_access_key=options["aws_secret_access_key"],
+        aws_session_token=options["aws_session_token"] or None,
+    )
+
+
+def test_vended_credentials_are_refused_outside_their_table_and_rights(glue: Any, enforced_lake):
+    from botocore.exceptions import ClientError
+
+    lake, proxy = enforced_lake, enforced_lake["proxy"]
+    ns = glue.connect(**vending_properties(lake, **{"credential_vendor.permission": "read"}))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    for name in ("mine", "theirs"):
+        ns.declare_table({"id": [*db, name], "vend_credentials": False})
+    mine = ns.describe_table({"id": [*db, "mine"]})
+    theirs = ns.describe_table({"id": [*db, "theirs"], "vend_credentials": False}).location
+    bucket = lake["bucket"]
+    mine_key = mine.location.split(f"{bucket}/", 1)[1]
+    theirs_key = theirs.split(f"{bucket}/", 1)[1]
+    # The server's own (unscoped) keys put one file into each table.
+    own = _s3_with({**mine.storage_options, **_server_keys()})
+    for key in (mine_key, theirs_key):
+        own.put_object(Bucket=bucket, Key=f"{key}/data/part-0", Body=b"rows")
+
+    vended = _s3_with(mine.storage_options)
+    assert vended.get_object(Bucket=bucket, Key=f"{mine_key}/data/part-0")["Body"].read()
+    listed = vended.list_objects_v2(Bucket=bucket, Prefix=f"{mine_key}/")
+    assert [o["Key"] for o in listed["Contents"]] == [f"{mine_key}/data/part-0"]
+    refused = [
+        lambda: vended.get_object(Bucket=bucket, Key=f"{theirs_key}/data/part-0"),
+        lambda: vended.list_objects_v2(Bucket=bucket, Prefix=f"{theirs_key}/"),
+        lambda: vended.put_object(Bucket=bucket, Key=f"{mine_key}/data/part-1", Body=b"x"),
+        lambda: vended.delete_object(Bucket=bucket, Key=f"{mine_key}/data/part-0"),
+    ]
+    for call in refused:
+        with pytest.raises(ClientError, match="AccessDenied"):
+            call()
+    assert len(proxy.refusals) == len(refused)
+
+    # A write vendor: puts inside the table pass, another table's prefix stays closed.
+    writer = glue.connect(**vending_properties(lake))
+    written = _s3_with(writer.describe_table({"id": [*db, "mine"]}).storage_options)
+    written.put_object(Bucket=bucket, Key=f"{mine_key}/data/part-1", Body=b"x")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        written.put_object(Bucket=bucket, Key=f"{theirs_key}/data/part-1", Body=b"x")
+
+
+def _server_keys() -> dict[str, str]:
+    return {
+        "aws_access_key_id": "AKIASERVERSTORAGE01",
+        "aws_secret_access_key": SERVER_STORAGE_SECRET,
+        "aws_session_token": "",
+    }
