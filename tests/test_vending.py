@@ -451,3 +451,41 @@ def _server_keys() -> dict[str, str]:
         "aws_secret_access_key": SERVER_STORAGE_SECRET,
         "aws_session_token": "",
     }
+
+
+def test_clients_refresh_vended_credentials_before_they_expire(glue: Any, enforced_lake):
+    """pylance asks the catalog again before ``expires_at_millis`` and signs with what it gets.
+
+    No waiting: the client's refresh offset (``refresh_offset_millis``, Lance's storage option)
+    exceeds the credentials' lifetime, so every storage access counts as "about to expire";
+    the vendor's clock is moved past its reuse window, so each ask gets new credentials."""
+    lake, proxy = enforced_lake, enforced_lake["proxy"]
+    ns = glue.connect(**vending_properties(lake))
+    clock = Clock()
+    ns._vendor = CredentialVendor(ns._settings, clock=clock)
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    table_id = [*db, "events"]
+    lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
+
+    with RestServer(ns) as server:
+        client = connect_rest(server.url)
+        eager = {"refresh_offset_millis": str(2 * MAX_LIFETIME_MILLIS)}
+        dataset = lance.dataset(namespace_client=client, table_id=table_id, storage_options=eager)
+        assert dataset.count_rows() == 3
+        first = set(proxy.signers)
+        clock.now += 850  # past the reuse window (3/4 of 15 minutes), before expiry
+        refreshed = dataset.latest_storage_options()
+        assert refreshed["aws_access_key_id"] not in first
+        proxy.signers.clear()
+        assert dataset.to_table().num_rows == 3
+        assert refreshed["aws_access_key_id"] in proxy.signers
+
+
+MAX_LIFETIME_MILLIS = 43_200_000
+
+
+def connect_rest(url: str) -> Any:
+    from lance_namespace import connect
+
+    return connect("rest", {"uri": url})

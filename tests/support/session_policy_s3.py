@@ -107,13 +107,15 @@ def s3_request(method: str, path: str, query: str) -> tuple[str, str, dict[str, 
 class SessionPolicyS3:
     """The proxy on 127.0.0.1 (OS-chosen port) in front of ``upstream`` (moto's server URL).
 
-    Point STS and S3 clients at :attr:`endpoint`. :attr:`refusals` lists what was denied.
+    Point STS and S3 clients at :attr:`endpoint`. :attr:`refusals` lists what was denied,
+    :attr:`signers` the access keys that signed S3 requests, in order.
     """
 
     def __init__(self, upstream: str) -> None:
         self.upstream = urlsplit(upstream)
         self.policies: dict[str, dict[str, Any]] = {}
         self.refusals: list[tuple[str, str]] = []
+        self.signers: list[str] = []
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -140,9 +142,13 @@ class SessionPolicyS3:
             self.policies[access_key] = policy
 
     def policy_of(self, headers: Any) -> dict[str, Any] | None:
+        """The session policy of the request's signer (None: not vended); records the signer."""
         found = _CREDENTIAL.search(headers.get("Authorization", ""))
+        if found is None:
+            return None
         with self._lock:
-            return self.policies.get(found.group(1)) if found else None
+            self.signers.append(found.group(1))
+            return self.policies.get(found.group(1))
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
