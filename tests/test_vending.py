@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -489,3 +490,35 @@ def connect_rest(url: str) -> Any:
     from lance_namespace import connect
 
     return connect("rest", {"uri": url})
+
+
+def test_spark_executors_receive_only_the_token_and_vend_for_themselves(glue: Any, s3_lake):
+    """What our Python data source ships to executors with ``impl=rest`` (its pickled
+    ``Location``) holds the server's URL and token, no vended and no vendor credentials; an
+    executor unpickling it asks the server for credentials of its own."""
+    from lance_metastore.spark.options import Target
+    from lance_metastore.spark.reader import open_dataset, resolve_location
+
+    ns = glue.connect(**vending_properties(s3_lake))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    table_id = (*db, "events")
+    lance.write_dataset(DATA, namespace_client=ns, table_id=list(table_id), mode="create")
+    token = "executor-token-3b9f27"
+    with RestServer(ns, auth_token=token) as server:
+        properties = {"uri": server.url, "headers.Authorization": f"Bearer {token}"}
+        target = Target(
+            path="$".join(table_id), impl="rest", properties=properties, table_id=table_id
+        )
+        location = resolve_location(target)
+        assert location.vended
+        driver_key = location.storage_options["aws_secret_access_key"]
+
+        shipped = pickle.dumps(location)
+        assert token.encode() in shipped
+        carried = [s for s in (*VENDOR_CREDENTIALS, driver_key) if s.encode() in shipped]
+        assert not carried
+
+        on_executor = pickle.loads(shipped)
+        assert_vended(on_executor.storage_options, s3_lake["endpoint"])
+        assert open_dataset(on_executor).count_rows() == 3
