@@ -522,3 +522,33 @@ def test_spark_executors_receive_only_the_token_and_vend_for_themselves(glue: An
         on_executor = pickle.loads(shipped)
         assert_vended(on_executor.storage_options, s3_lake["endpoint"])
         assert open_dataset(on_executor).count_rows() == 3
+
+
+@pytest.mark.skipif(
+    not (Path(__file__).parents[1] / ".venv-sql" / "bin" / "python").exists(),
+    reason="lance-spark's SQL catalog runs in .venv-sql (scripts/setup.sh makes it)",
+)
+def test_lance_spark_sql_catalog_without_aws_credentials(glue: Any, s3_lake, tmp_path: Path):
+    """lance-spark 0.4.0's SQL catalog (impl=rest) in a Spark whose process holds no AWS
+    credentials: it creates, appends to and reads an S3 table with vended credentials (its
+    readers and writers refresh them through LanceNamespaceStorageOptionsProvider)."""
+    from support.spark_sql import SqlSession
+
+    from lance_metastore.spark.sql import sql_conf
+
+    ns = glue.connect(**vending_properties(s3_lake))
+    db = glue.unique("sql")
+    with RestServer(ns) as server:
+        conf = sql_conf(server.url, "vended", spark_version="3.5")
+        env = scrubbed_environment(tmp_path / "home")
+        env.update({k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "SPARK_HOME")})
+        with SqlSession(conf, tmp_path / "spark-sql.log", env=env) as sql:
+            sql.sql(f"CREATE NAMESPACE vended.{db}")
+            sql.sql(f"CREATE TABLE vended.{db}.events AS SELECT id FROM range(100)")
+            sql.sql(f"INSERT INTO vended.{db}.events SELECT id FROM range(100, 150)")
+            assert sql.sql(f"SELECT count(*), max(id) FROM vended.{db}.events") == [(150, 149)]
+    described = ns.describe_table({"id": [db, "events"], "vend_credentials": False})
+    assert described.location.startswith(f"s3://{s3_lake['bucket']}/")
+    assert lance.dataset(namespace_client=ns, table_id=[db, "events"]).count_rows() == 150
+    log = (tmp_path / "spark-sql.log").read_text(errors="replace")
+    assert not [s for s in VENDOR_CREDENTIALS if s in log]
