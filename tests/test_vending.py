@@ -552,3 +552,33 @@ def test_lance_spark_sql_catalog_without_aws_credentials(glue: Any, s3_lake, tmp
     assert lance.dataset(namespace_client=ns, table_id=[db, "events"]).count_rows() == 150
     log = (tmp_path / "spark-sql.log").read_text(errors="replace")
     assert not [s for s in VENDOR_CREDENTIALS if s in log]
+
+
+def test_a_server_narrows_vending_to_its_callers_privilege(glue: Any, enforced_lake):
+    """The hook the REST server's access checks use: an ASGI layer that wraps each call in
+    ``vending_at_most(<caller's privilege>)`` makes a write-vending namespace hand a reader
+    read-only credentials (enforced by the session-policy emulator)."""
+    from botocore.exceptions import ClientError
+
+    from lance_metastore.rest import create_app
+
+    lake = enforced_lake
+    ns = glue.connect(**vending_properties(lake))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    ns.declare_table({"id": [*db, "t"], "vend_credentials": False})
+    inner = create_app(ns)
+
+    async def reader_only(scope: Any, receive: Any, send: Any) -> None:
+        with vending_at_most("read"):
+            await inner(scope, receive, send)
+
+    with RestServer(reader_only) as server:
+        answer = connect_rest(server.url).describe_table(
+            __import__("lance_namespace").DescribeTableRequest(id=[*db, "t"])
+        )
+    s3 = _s3_with(answer.storage_options)
+    key = answer.location.split(f"{lake['bucket']}/", 1)[1]
+    assert s3.list_objects_v2(Bucket=lake["bucket"], Prefix=f"{key}/")["KeyCount"] == 0
+    with pytest.raises(ClientError, match="AccessDenied"):
+        s3.put_object(Bucket=lake["bucket"], Key=f"{key}/data/x", Body=b"x")
