@@ -273,6 +273,10 @@ def test_cache_is_per_table_and_rights(s3_lake):
     assert read["aws_access_key_id"] != written["aws_access_key_id"]
     with vending_at_most("admin"):  # a ceiling above the namespace's: still write
         assert vendor.storage_options(one, {}, True) == written
+    with vending_at_most("none"):  # may describe, not read: no credentials, no secret
+        assert vendor.storage_options(
+            one, {"aws_region": "r", "aws_secret_access_key": "s"}, True
+        ) == {"aws_region": "r"}
 
 
 def test_concurrent_callers_share_one_assume_role(s3_lake):

@@ -110,12 +110,17 @@ _caller_ceiling: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+# A ceiling for a caller who may describe a table but not read it: no credentials at all.
+NOTHING = "none"
+
+
 @contextlib.contextmanager
 def vending_at_most(permission: str | None) -> Iterator[None]:
-    """Within this block, vend no more than ``permission`` (read, write or admin; None: no
-    narrowing). The REST server wraps each call in it with the caller's privilege, so a
-    reader gets read-only credentials even from a namespace configured to vend write."""
-    if permission is not None and permission not in PERMISSIONS:
+    """Within this block, vend no more than ``permission`` (read, write or admin; ``none``:
+    no credentials; None: no narrowing). The REST server wraps each call in it with the
+    caller's privilege, so a reader gets read-only credentials even from a namespace
+    configured to vend write."""
+    if permission is not None and permission not in (*PERMISSIONS, NOTHING):
         raise ValueError(f"permission must be one of {', '.join(PERMISSIONS)}, got {permission!r}")
     token = _caller_ceiling.set(permission)
     try:
@@ -225,9 +230,11 @@ class CredentialVendor:
         where = s3_bucket_and_prefix(location)
         if not self.enabled or vend_credentials is False or where is None:
             return dict(configured) or None
-        permission = narrowed(self.permission, _caller_ceiling.get())
-        vended = self._vended(location, where, permission)
         public = {name: value for name, value in configured.items() if not looks_secret(name)}
+        ceiling = _caller_ceiling.get()
+        if ceiling == NOTHING:
+            return public or None
+        vended = self._vended(location, where, narrowed(self.permission, ceiling))
         return {**public, **vended.options}
 
     def _vended(self, location: str, where: tuple[str, str], permission: str) -> _Vended:
