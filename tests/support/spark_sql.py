@@ -58,8 +58,11 @@ class SqlSession:
         log_path: Path,
         python: Path = SQL_PYTHON,
         timeout: float = STATEMENT_TIMEOUT_SECONDS,
+        env: Mapping[str, str] | None = None,
     ):
         self.conf = dict(conf)
+        # The child's environment (default: this process's), e.g. one without AWS credentials.
+        self._env = dict(os.environ if env is None else env)
         self.timeout = timeout
         self.hangs = 0
         self._python = python
@@ -69,7 +72,7 @@ class SqlSession:
 
     def _start(self) -> None:
         python = self._python
-        env = {**os.environ, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
+        env = {**self._env, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
         self._process = subprocess.Popen(
             [str(python), __file__],
             stdin=subprocess.PIPE,

@@ -58,6 +58,7 @@ from ..rules.config import (
     positive_float,
     positive_int,
 )
+from ..rules.credentials import VENDOR_PROPERTIES
 from ..rules.errors import lance_error
 from ..rules.identifiers import NameRules, Path, describe
 from ..rules.schema import CatalogColumn
@@ -114,6 +115,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("connect_timeout_sec", "Connect timeout", positive_float, default=10.0),
     Property("read_timeout_sec", "Read timeout", positive_float, default=60.0),
     *LOCATION_PROPERTIES,
+    *VENDOR_PROPERTIES,
     MANAGED_BY,
 )
 

@@ -62,6 +62,7 @@ from ..rules.config import (
     positive_float,
     positive_int,
 )
+from ..rules.credentials import VENDOR_PROPERTIES
 from ..rules.errors import lance_error
 from ..rules.identifiers import NameRules, Path, describe
 from ..rules.retries import Backoff
@@ -138,6 +139,7 @@ PROPERTIES: tuple[Property, ...] = (
     ),
     *SECURITY_PROPERTIES,
     *LOCATION_PROPERTIES,
+    *VENDOR_PROPERTIES,
     MANAGED_BY,
 )
 

@@ -38,6 +38,7 @@ from lance_namespace.errors import (
 
 from ..rules import locations, tables, versions
 from ..rules.config import LOCATION_PROPERTIES, MANAGED_BY, Property, Settings, parse_properties
+from ..rules.credentials import CredentialVendor
 from ..rules.errors import lance_error, register_secrets, translate_errors
 from ..rules.identifiers import Path, describe, split_identifier
 from ..rules.manifests import ManifestFiles
@@ -93,6 +94,7 @@ class CatalogCore(LanceNamespace):
         self._state_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self._manifests = ManifestFiles(self._settings.storage_options)
+        self._vendor = CredentialVendor(self._settings)
         self._configure(self._settings)
 
     # ----------------------------------------------------------------------------------------
@@ -454,6 +456,12 @@ class CatalogCore(LanceNamespace):
 
     def _storage_options_or_none(self) -> dict[str, str] | None:
         return self.storage_options or None
+
+    def _answered_storage_options(
+        self, location: str, vend_credentials: bool | None
+    ) -> dict[str, str] | None:
+        """What a describe/declare answer carries: vended credentials where configured."""
+        return self._vendor.storage_options(location, self.storage_options, vend_credentials)
 
     def _open_dataset(self, location: str) -> Any:
         import lance

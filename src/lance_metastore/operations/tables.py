@@ -102,7 +102,7 @@ class TableOps:
             self._catalog_create_table(path, entry, columns)
             return DeclareTableResponse(
                 location=location,
-                storage_options=self._storage_options_or_none(),
+                storage_options=self._answered_storage_options(location, req.vend_credentials),
                 properties=parameters,
                 managed_versioning=self._managed_versioning(entry),
             )
@@ -195,7 +195,7 @@ class TableOps:
                 namespace=list(path),
                 location=location,
                 table_uri=location if req.with_table_uri else None,
-                storage_options=self._storage_options_or_none(),
+                storage_options=self._answered_storage_options(location, req.vend_credentials),
                 properties=dict(entry.parameters),
                 managed_versioning=self._managed_versioning(entry),
                 is_only_declared=only_declared,

@@ -12,6 +12,9 @@ from collections.abc import Iterable, Mapping
 
 REDACTED = "***"
 STORAGE_PREFIX = "storage."
+# ``credential_vendor.*`` properties (credentials.py) are judged by the name after the prefix:
+# the prefix's own word "credential" does not make ``credential_vendor.enabled`` a secret.
+VENDOR_PREFIX = "credential_vendor."
 
 # Shortest value scrubbed from text: shorter ones would mangle ordinary words.
 MIN_SCRUBBED_LENGTH = 4
@@ -52,12 +55,13 @@ def secret_name_pattern() -> str:
 
 
 def is_secret(key: str, declared: Iterable[str] = ()) -> bool:
-    """Secret when the backend declares the property so, or when its name (a ``storage.*``
-    option's name without the prefix) looks like a credential."""
+    """Secret when the backend declares the property so, or when its name (a ``storage.*`` or
+    ``credential_vendor.*`` name without the prefix) looks like a credential."""
     if key in set(declared):
         return True
-    if key.startswith(STORAGE_PREFIX):
-        key = key[len(STORAGE_PREFIX) :]
+    for prefix in (STORAGE_PREFIX, VENDOR_PREFIX):
+        if key.startswith(prefix):
+            key = key[len(prefix) :]
     return looks_secret(key)
 
 

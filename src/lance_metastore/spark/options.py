@@ -25,7 +25,7 @@ from typing import Any
 from ..impls import connect as connect_namespace
 from ..rules.config import boolean, positive_int
 from ..rules.identifiers import DELIMITER, join_identifier, parse_identifier
-from ..rules.redaction import STORAGE_PREFIX
+from ..rules.redaction import STORAGE_PREFIX, VENDED_CREDENTIALS_MARKER
 
 # The data source's own options; all others go to the namespace.
 SOURCE_OPTIONS = frozenset(
@@ -93,6 +93,34 @@ class Location:
         if self.impl is None:
             return None
         return connect(self.impl, self.properties)
+
+    @property
+    def vended(self) -> bool:
+        """Whether the catalog vended these storage options (short-lived, per caller)."""
+        return self.table_id is not None and VENDED_CREDENTIALS_MARKER in (
+            self.storage_options or {}
+        )
+
+    # Vended credentials never travel to executors: each process asks the catalog for its own
+    # (with the catalog client's properties, e.g. the REST server's URL and token), so they
+    # are fresh for every task and Lance can refresh them (see reader.open_dataset).
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if self.vended:
+            state["storage_options"] = None
+            state["_vend_again"] = True
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vend_again = state.pop("_vend_again", False)
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        if vend_again:
+            from lance_namespace import DescribeTableRequest
+
+            request = DescribeTableRequest(id=list(self.table_id or ()), vend_credentials=True)
+            answer = self.namespace().describe_table(request)
+            object.__setattr__(self, "storage_options", dict(answer.storage_options or {}))
 
 
 @dataclass(frozen=True)

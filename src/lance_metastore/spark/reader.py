@@ -62,10 +62,11 @@ class LancePartition(InputPartition):
 
 def open_dataset(location: Location, version: int | str | None = None, asof: Any = None) -> Any:
     """The table's dataset; a catalog-managed table (``managed_versioning``) is opened through
-    its catalog, which alone knows its versions (their manifests keep staging names)."""
+    its catalog, which alone knows its versions (their manifests keep staging names); so is
+    one whose credentials the catalog vended, so Lance refreshes them before they expire."""
     import lance
 
-    if location.managed_versioning and location.table_id is not None:
+    if (location.managed_versioning or location.vended) and location.table_id is not None:
         return lance.dataset(
             version=version,
             asof=asof,

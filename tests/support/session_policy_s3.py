@@ -1,0 +1,214 @@
+"""Session-policy S3 emulator: moto's server enforces no AssumeRole session policy; this proxy does.
+
+AWS documents that a request made with temporary credentials from ``AssumeRole`` is allowed
+only where both the role's policies and the session policy passed to ``AssumeRole`` allow it.
+moto ignores the session policy (it evaluates the role's own policies at most), so a test of
+scoped credentials needs this: a loopback HTTP proxy in front of moto's server that
+
+- forwards STS ``AssumeRole`` calls and remembers which temporary access key got which
+  session policy (read from the request's ``Policy`` and the answer's ``AccessKeyId``);
+- for S3 requests signed with such a key, evaluates the session policy for the request's
+  action and resource (and the ``s3:prefix`` of a listing) and answers 403 AccessDenied as S3
+  does when it does not allow it; everything else is forwarded unchanged.
+
+The evaluator is deliberately small (no maintained library evaluates request context against
+IAM policies in Python: ``policyuniverse`` on PyPI expands and summarises policies, and no
+``iam-policy-evaluator`` distribution exists): Allow/Deny statements, ``Action`` and
+``Resource`` with ``*``/``?`` wildcards, and the ``StringLike``/``StringEquals`` conditions
+on ``s3:prefix``. A request no Allow statement matches is denied (implicit deny); an explicit
+Deny wins.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import http.client
+import json
+import re
+import threading
+from collections.abc import Iterable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import parse_qs, unquote, urlsplit
+
+_CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
+_ACCESS_KEY = re.compile(r"<AccessKeyId>([^<]+)</AccessKeyId>")
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _matches(patterns: Iterable[str], value: str) -> bool:
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+
+
+def _conditions_hold(condition: dict[str, Any], context: dict[str, str]) -> bool:
+    for operator, tests in condition.items():
+        for key, expected in tests.items():
+            actual = context.get(key)
+            if actual is None:
+                return False
+            allowed = [str(e) for e in _as_list(expected)]
+            if operator == "StringLike" and not _matches(allowed, actual):
+                return False
+            if operator == "StringEquals" and actual not in allowed:
+                return False
+            if operator not in ("StringLike", "StringEquals"):
+                return False  # unknown operator: never satisfied
+    return True
+
+
+def is_allowed(
+    policy: dict[str, Any], action: str, resource: str, context: dict[str, str] | None = None
+) -> bool:
+    """Whether ``policy`` allows ``action`` on ``resource`` (IAM's evaluation, reduced)."""
+    context = context or {}
+    allowed = False
+    for statement in _as_list(policy.get("Statement", [])):
+        if not _matches(_as_list(statement.get("Action", [])), action):
+            continue
+        if not _matches(_as_list(statement.get("Resource", [])), resource):
+            continue
+        if not _conditions_hold(statement.get("Condition", {}), context):
+            continue
+        if statement.get("Effect") == "Deny":
+            return False
+        allowed = allowed or statement.get("Effect") == "Allow"
+    return allowed
+
+
+def s3_request(method: str, path: str, query: str) -> tuple[str, str, dict[str, str]]:
+    """The action, resource ARN and condition context of a path-style S3 request."""
+    bucket, _, key = unquote(path).lstrip("/").partition("/")
+    params = {name: values[0] for name, values in parse_qs(query, True).items()}
+    if not key:
+        if method in ("GET", "HEAD") and "location" in params:
+            return "s3:GetBucketLocation", f"arn:aws:s3:::{bucket}", {}
+        if method == "GET":
+            return (
+                "s3:ListBucket",
+                f"arn:aws:s3:::{bucket}",
+                {"s3:prefix": params.get("prefix", "")},
+            )
+        if method == "POST" and "delete" in params:
+            return "s3:DeleteObject", f"arn:aws:s3:::{bucket}/*", {}
+        return f"s3:{method}Bucket", f"arn:aws:s3:::{bucket}", {}
+    resource = f"arn:aws:s3:::{bucket}/{key}"
+    if method == "DELETE":
+        action = "s3:AbortMultipartUpload" if "uploadId" in params else "s3:DeleteObject"
+    elif method in ("PUT", "POST"):
+        action = "s3:PutObject"
+    else:
+        action = "s3:GetObject"
+    return action, resource, {}
+
+
+class SessionPolicyS3:
+    """The proxy on 127.0.0.1 (OS-chosen port) in front of ``upstream`` (moto's server URL).
+
+    Point STS and S3 clients at :attr:`endpoint`. :attr:`refusals` lists what was denied,
+    :attr:`signers` the access keys that signed S3 requests, in order.
+    """
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = urlsplit(upstream)
+        self.policies: dict[str, dict[str, Any]] = {}
+        self.refusals: list[tuple[str, str]] = []
+        self.signers: list[str] = []
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self.endpoint = ""
+
+    def __enter__(self) -> Self:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        host, port = self._server.server_address[:2]
+        self.endpoint = f"http://{host}:{port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def remember(self, access_key: str, policy: dict[str, Any]) -> None:
+        with self._lock:
+            self.policies[access_key] = policy
+
+    def policy_of(self, headers: Any) -> dict[str, Any] | None:
+        """The session policy of the request's signer (None: not vended); records the signer."""
+        found = _CREDENTIAL.search(headers.get("Authorization", ""))
+        if found is None:
+            return None
+        with self._lock:
+            self.signers.append(found.group(1))
+            return self.policies.get(found.group(1))
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _relay(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                parts = urlsplit(self.path)
+                form = parse_qs(body.decode("utf-8", "replace")) if body else {}
+                if form.get("Action") == ["AssumeRole"]:
+                    status, headers, answer = self._forward(body)
+                    found = _ACCESS_KEY.search(answer.decode("utf-8", "replace"))
+                    if status == 200 and found and form.get("Policy"):
+                        proxy.remember(found.group(1), json.loads(form["Policy"][0]))
+                    return self._answer(status, headers, answer)
+                policy = proxy.policy_of(self.headers)
+                if policy is not None:
+                    action, resource, context = s3_request(self.command, parts.path, parts.query)
+                    if not is_allowed(policy, action, resource, context):
+                        with proxy._lock:
+                            proxy.refusals.append((action, resource))
+                        return self._deny()
+                self._answer(*self._forward(body))
+
+            def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+                connection = http.client.HTTPConnection(
+                    proxy.upstream.hostname, proxy.upstream.port, timeout=60
+                )
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                    headers["Host"] = proxy.upstream.netloc
+                    connection.request(self.command, self.path, body=body, headers=headers)
+                    response = connection.getresponse()
+                    return response.status, response.getheaders(), response.read()
+                finally:
+                    connection.close()
+
+            def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+                self.send_response(status)
+                for name, value in headers:
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            def _deny(self) -> None:
+                body = (
+                    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code>'
+                    b"<Message>Access Denied (session policy)</Message></Error>"
+                )
+                self._answer(403, [("Content-Type", "application/xml")], body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+
+        return Handler
