@@ -248,6 +248,7 @@ class Denial:
     status: int
     code: int
     message: str
+    needed: str  # the privilege the caller lacked (for the audit line, never the answer)
 
 
 class AccessControl:
@@ -329,6 +330,7 @@ class AccessControl:
                 ErrorCode.PERMISSION_DENIED,
                 f"Permission denied: {principal.name} may not {operation} {describe(object_id)} "
                 f"(needs {rule.privilege.name.lower()})",
+                rule.privilege.name.lower(),
             )
         kind = TableNotFoundError if rule.target is Target.TABLE else NamespaceNotFoundError
         code = (
@@ -336,7 +338,8 @@ class AccessControl:
             if kind is TableNotFoundError
             else ErrorCode.NAMESPACE_NOT_FOUND
         )
-        return Denial(404, code, f"{LANCE_PHRASES[kind]}: {describe(object_id)}")
+        message = f"{LANCE_PHRASES[kind]}: {describe(object_id)}"
+        return Denial(404, code, message, rule.privilege.name.lower())
 
     def check_all(
         self, principal: Principal, operation: str, object_ids: Iterable[Sequence[str]]

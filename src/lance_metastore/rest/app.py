@@ -239,12 +239,18 @@ def _endpoint(
         try:
             route_id = _route_id(request, raw_route)
             note(scope, object_id=route_id)
+            principal = principal_of(scope)
+            if route_id is not None:  # refused before the body is read or judged
+                delimiter = request.query_params.get("delimiter") or DEFAULT_DELIMITER
+                route_object = split_identifier(parse_id(route_id, delimiter), delimiter)
+                denial = access.check(principal, operation.name, route_object)
+                if denial is not None:
+                    return _refused(denial, scope)
             body = await request.body() if operation.body is not Body.NONE else b""
             model = _request_model(operation, request, route_id, body)
-            principal = principal_of(scope)
             denial = _check_access(access, principal, operation, model)
             if denial is not None:
-                return error_response(denial.code, denial.message, scope, status=denial.status)
+                return _refused(denial, scope)
             object_id = split_identifier(getattr(model, "id", None))
             # what credential vending may hand this caller (see lance_metastore.caller)
             permission = caller_permission.set(access.storage_permission(principal, object_id))
@@ -324,6 +330,11 @@ def _check_access(
         )
         denial = access.check(principal, name, destination)
     return denial
+
+
+def _refused(denial: Denial, scope: dict[str, Any]) -> Response:
+    note(scope, denied=denial.needed)
+    return error_response(denial.code, denial.message, scope, status=denial.status)
 
 
 def _visible_part(

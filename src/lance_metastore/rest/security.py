@@ -140,8 +140,9 @@ class BodyLimitMiddleware:
 
 
 class AuditMiddleware:
-    """One log line per request: time, client, identity, operation, object id, status, code,
-    duration. Object ids are escaped so a crafted id cannot forge a line."""
+    """One log line per request: time, client, identity (the principal), operation, object id,
+    status, code, duration, and ``denied=<privilege>`` when the policy refused it. Ids and
+    names are escaped so a crafted one cannot forge a line."""
 
     def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
         self.app = app
@@ -179,8 +180,9 @@ class AuditMiddleware:
         facts = scope.get(_AUDIT_KEY, {})
         client = scope.get("client")
         code = facts.get("code")
+        denied = facts.get("denied")
         self.logger.info(
-            "time=%s client=%s identity=%s op=%s id=%s status=%d code=%s ms=%.2f",
+            "time=%s client=%s identity=%s op=%s id=%s status=%d code=%s ms=%.2f%s",
             datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             f"{client[0]}:{client[1]}" if client else "-",
             _escape(facts.get("identity", "anonymous")),
@@ -189,6 +191,7 @@ class AuditMiddleware:
             status,
             "-" if code is None else code,
             seconds * 1000,
+            f" denied={denied}" if denied else "",
         )
 
 
