@@ -13,7 +13,6 @@ never part of a ``repr`` or a message; a principal carries a name, not the proof
 from __future__ import annotations
 
 import hashlib
-import hmac
 import importlib
 import json
 import logging
@@ -34,6 +33,9 @@ MAX_CREDENTIAL_BYTES = 8 * 1024
 # Asymmetric signatures only: an HMAC key would be a secret shared with every client, and
 # "none" is no signature at all.
 JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512")
+
+# Verified JWTs remembered until they expire (then forgotten all at once past this many).
+VERIFIED_TOKENS_KEPT = 4096
 
 Headers = Mapping[bytes, bytes]
 
@@ -136,23 +138,19 @@ def read_secrets_file(path: str, what: str) -> dict[str, list[str]]:
 
 
 class _SecretLookup:
-    """Secret -> principal, found without comparing secrets by their content's timing: each
-    presented secret is hashed, and the hash compared in constant time with each known one."""
+    """Secret -> principal by the secret's SHA-256 digest: the lookup's timing depends on the
+    digest, which tells nothing about the secret (no byte-by-byte comparison of secrets), and
+    costs the same for one principal or thousands."""
 
     def __init__(self, secrets: Mapping[str, list[str]]) -> None:
-        self._by_digest = [
-            (hashlib.sha256(secret.encode()).digest(), principal)
+        self._by_digest = {
+            hashlib.sha256(secret.encode()).digest(): principal
             for principal, values in secrets.items()
             for secret in values
-        ]
+        }
 
     def principal_of(self, presented: bytes) -> str | None:
-        digest = hashlib.sha256(presented).digest()
-        found = None
-        for known, principal in self._by_digest:  # every entry, whether or not one matched
-            if hmac.compare_digest(digest, known):
-                found = principal
-        return found
+        return self._by_digest.get(hashlib.sha256(presented).digest())
 
 
 class _SecretsFileScheme(Authenticator):
@@ -258,6 +256,9 @@ class JwtBearer(Authenticator):
         self.refetch_seconds = float(refetch_seconds)
         self.fetch_timeout = float(fetch_timeout_seconds)
         self._keys: dict[str, Any] = {}
+        # sha256(token) -> (principal name, expiry): a client sends the same token on every
+        # call until it expires; its signature is checked once, not on every call.
+        self._verified: dict[bytes, tuple[str, float]] = {}
         self._fetched_at = float("-inf")
         self._fetch_lock = threading.Lock()
         self.reload()
@@ -268,6 +269,7 @@ class JwtBearer(Authenticator):
 
     def reload(self) -> None:
         self._keys = self._load_keys()
+        self._verified = {}  # a key taken out of the set stops admitting its tokens now
         self._fetched_at = time.monotonic()
 
     def _load_keys(self) -> dict[str, Any]:
@@ -296,6 +298,10 @@ class JwtBearer(Authenticator):
         token = bearer_credential(headers)
         if token is None:
             return None
+        digest = hashlib.sha256(token).digest()
+        known = self._verified.get(digest)
+        if known is not None and time.time() < known[1]:
+            return Principal(known[0], self.scheme)
         jwt = self._jwt
         try:
             key_id = jwt.get_unverified_header(token).get("kid") or ""
@@ -324,6 +330,9 @@ class JwtBearer(Authenticator):
         name = claims.get(self.principal_claim)
         if not isinstance(name, str) or not name:
             raise InvalidCredentials(f"The token's {self.principal_claim} claim is not a name")
+        if len(self._verified) >= VERIFIED_TOKENS_KEPT:
+            self._verified = {}
+        self._verified[digest] = (name, float(claims["exp"]))
         return Principal(name, self.scheme)
 
     def __repr__(self) -> str:
