@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 import jwt
+import lance_namespace
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -34,6 +35,7 @@ from lance_namespace import (
     DescribeTableRequest,
     DescribeTableResponse,
 )
+from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.access_kit import (
     AUDIENCE,
     ISSUER,
@@ -340,6 +342,27 @@ def test_lists_show_only_what_the_caller_may_see(secured: Secured):
     sales = "$".join(secured.sales)
     tables = http.get(f"/v1/namespace/{sales}/table/list", headers=bearer("list")).json()
     assert tables["tables"] == ["orders"]
+
+
+def test_pylance_client_with_an_api_key_and_a_token(secured: Secured):
+    """Lance's own REST client passes credentials as header.<name> properties; a denial reaches
+    it as the spec's error class."""
+    url, orders = secured.server.url, [*secured.sales, "orders"]
+    reader = lance_namespace.connect("rest", {"uri": url, "header.x-api-key": api_key_of("read")})
+    parent = lance_namespace.ListNamespacesRequest(id=secured.sales[:-1])
+    assert reader.list_namespaces(parent).namespaces == [secured.sales[-1]]
+    assert reader.describe_table(DescribeTableRequest(id=orders)).location
+    with pytest.raises(LanceNamespaceError) as denied:
+        reader.drop_table(lance_namespace.DropTableRequest(id=orders))
+    assert denied.value.code == ErrorCode.PERMISSION_DENIED
+    with pytest.raises(LanceNamespaceError) as hidden:
+        reader.describe_table(DescribeTableRequest(id=[*secured.hr, "orders"]))
+    assert hidden.value.code == ErrorCode.TABLE_NOT_FOUND
+    creator = lance_namespace.connect(
+        "rest", {"uri": url, "header.Authorization": f"Bearer {token_of('create')}"}
+    )
+    creator.drop_table(lance_namespace.DropTableRequest(id=orders))
+    assert not creator.list_tables(lance_namespace.ListTablesRequest(id=secured.sales)).tables
 
 
 def test_api_keys_and_missing_or_bad_credentials(secured: Secured):
