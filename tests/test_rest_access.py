@@ -643,6 +643,20 @@ def test_bad_policy_and_token_files_are_refused(tmp_path: Path):
         BearerTokens(file=str(shared))
     with pytest.raises(ValueError, match="non-empty string"):
         BearerTokens(file=str(private_file(tmp_path / "t.json", {"a": 3})))
+    with pytest.raises(ValueError, match="Cannot load the JWT key set"):
+        JwtBearer(issuer=ISSUER, audience=AUDIENCE, jwks=str(tmp_path / "missing.json"))
+
+
+def test_a_yaml_policy_file(tmp_path: Path):
+    pytest.importorskip("yaml")
+    policy = private_file(
+        tmp_path / "policy.yaml",
+        "grants:\n  - principal: analyst\n    namespace: [sales]\n    privilege: read\n",
+    )
+    access = AccessControl([], str(policy))
+    analyst = Principal("analyst", "bearer")
+    assert access.check(analyst, "query_table", ["sales", "t"]) is None
+    assert access.check(analyst, "drop_table", ["sales", "t"]).status == 403
 
 
 # ---------------------------------------------------------------------------------------------

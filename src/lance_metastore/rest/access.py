@@ -182,17 +182,23 @@ class Policy:
         """
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-        try:
-            if path.endswith((".yaml", ".yml")):
+        if path.endswith((".yaml", ".yml")):
+            try:
                 import yaml
-
+            except ImportError:
+                raise ValueError(
+                    f"The policy file {path} is YAML, which needs PyYAML (pip install pyyaml); "
+                    "or write it as JSON"
+                ) from None
+            try:
                 content = yaml.safe_load(text)
-            else:
+            except yaml.YAMLError as error:
+                raise ValueError(f"The policy file {path} does not parse: {error}") from None
+        else:
+            try:
                 content = json.loads(text)
-        except ValueError as error:  # json's and yaml's errors both derive from ValueError
-            raise ValueError(f"The policy file {path} does not parse: {error}") from None
-        except Exception as error:  # yaml.YAMLError
-            raise ValueError(f"The policy file {path} does not parse: {error}") from None
+            except ValueError as error:
+                raise ValueError(f"The policy file {path} does not parse: {error}") from None
         return cls(_grants_of(content, path))
 
     def privilege(self, principal: Principal, path: Sequence[str]) -> Privilege | None:

@@ -273,13 +273,17 @@ class JwtBearer(Authenticator):
         self._fetched_at = time.monotonic()
 
     def _load_keys(self) -> dict[str, Any]:
-        if self._remote:
-            with urllib.request.urlopen(self.jwks, timeout=self.fetch_timeout) as answer:
-                text = answer.read(1024 * 1024).decode()
-        else:
-            with open(self.jwks, encoding="utf-8") as handle:
-                text = handle.read()
-        key_set = self._jwt.PyJWKSet.from_json(text)
+        """The key set by key id; an unreadable or invalid set is a ValueError naming it."""
+        try:
+            if self._remote:
+                with urllib.request.urlopen(self.jwks, timeout=self.fetch_timeout) as answer:
+                    text = answer.read(1024 * 1024).decode()
+            else:
+                with open(self.jwks, encoding="utf-8") as handle:
+                    text = handle.read()
+            key_set = self._jwt.PyJWKSet.from_json(text)
+        except (OSError, ValueError, self._jwt.PyJWTError) as error:
+            raise ValueError(f"Cannot load the JWT key set {self.jwks}: {error}") from None
         return {key.key_id or "": key for key in key_set.keys}
 
     def _refetch_if_due(self) -> None:
