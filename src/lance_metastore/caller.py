@@ -10,6 +10,8 @@ Outside a served request (in-process use) the value is ``None`` and nothing is n
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from contextvars import ContextVar
 
 # Storage permissions as Lance's credential_vendor.permission names them, weakest first.
@@ -18,6 +20,17 @@ PERMISSIONS = ("read", "write", "admin")
 # None: not inside a served request (nothing to narrow); "none": the caller may describe the
 # table but not read its data, so no credentials may be vended to it.
 caller_permission: ContextVar[str | None] = ContextVar("caller_permission", default=None)
+
+
+@contextlib.contextmanager
+def calling_with(permission: str | None) -> Iterator[None]:
+    """Within this block the current caller may be vended at most ``permission`` (read,
+    write, admin; ``none``: nothing). The REST server wraps each namespace call in it."""
+    token = caller_permission.set(permission)
+    try:
+        yield
+    finally:
+        caller_permission.reset(token)
 
 
 def narrowed_permission(configured: str) -> str | None:

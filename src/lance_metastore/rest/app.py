@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..base import CatalogNamespace
-from ..caller import caller_permission
+from ..caller import calling_with
 from ..errors import is_worded_refusal, known_secrets, unsupported
 from ..identifiers import split_identifier
 from ..redaction import scrub, shareable
@@ -252,16 +252,13 @@ def _endpoint(
             if denial is not None:
                 return _refused(denial, scope)
             object_id = split_identifier(getattr(model, "id", None))
-            # what credential vending may hand this caller (see lance_metastore.caller)
-            permission = caller_permission.set(access.storage_permission(principal, object_id))
-            try:
+            # the most credential vending may hand this caller (see lance_metastore.caller)
+            with calling_with(access.storage_permission(principal, object_id)):
                 if operation.body is Body.ARROW:
                     rows = arrow_body(body, max_decoded_bytes, lazy=lazy_rows)
                     result = await run_in_threadpool(method, model, rows)
                 else:
                     result = await run_in_threadpool(method, model)
-            finally:
-                caller_permission.reset(permission)
             return _render(operation, _visible_part(access, principal, operation, model, result))
         except DecodedBodyTooLarge as error:
             return error_response(error.code, str(error), scope, status=413)
