@@ -37,8 +37,7 @@ Measured, per repeat (medians of the repeats are reported):
   each), each called by pylance's REST client with its credentials, alternated call by call:
   describe_table and list_tables; the added cost per call is median(auth) - median(open) (goal:
   under 0.2 ms), next to the same checks timed in-process (no network) per call. Vended
-  describe_table (issue 26) is measured by its own section (``--vended-only``, added by the
-  vending work), on the same pattern.
+  describe_table (issue 26) is measured on the same pattern by ``benchmarks/bench_vending.py``.
 
 The load average is printed before and after: on a shared machine, read the ratios, which
 both sides of a pair share, more than the absolute numbers.
