@@ -31,6 +31,14 @@ Measured, per repeat (medians of the repeats are reported):
   peak resident memory (``VmHWM``) before and after is reported, next to the peak of a child
   process that decodes one bomb whole (what the server did before it had a decoded limit).
 
+- the cost of authentication and the policy (``--auth-only`` runs just this): three ``serve``
+  children on the same catalog, without auth, with ``--tokens-file`` and ``--policy-file``, and
+  with ``--jwt-jwks`` (RS256) and ``--policy-file`` (``--principals`` principals, two grants
+  each), each called by pylance's REST client with its credentials, alternated call by call:
+  describe_table and list_tables; the added cost per call is median(auth) - median(open) (goal:
+  under 0.2 ms), next to the same checks timed in-process (no network) per call. Vended
+  describe_table (issue 26) is measured on the same pattern by ``benchmarks/bench_vending.py``.
+
 The load average is printed before and after: on a shared machine, read the ratios, which
 both sides of a pair share, more than the absolute numbers.
 """
@@ -257,6 +265,143 @@ def print_bomb_report(report: dict[str, Any]) -> None:
     )
 
 
+def auth_cost(
+    impl: str,
+    props: dict[str, str],
+    workdir: Path,
+    calls: int,
+    repeat: int,
+    tables: int,
+    principals: int,
+) -> dict[str, Any]:
+    """Per call, what authentication and the policy add: the same server without auth, with
+    bearer tokens + policy, with JWT + policy (pylance's REST client, alternated call by call)."""
+    add_tests_to_path()
+    from lance_namespace import DescribeTableRequest, ListTablesRequest, connect
+    from support.access_kit import AUDIENCE, ISSUER, SigningKey, jwks, policy_file, private_file
+
+    key = SigningKey("bench-key")
+    names = ["bench"] + [f"p{n:04d}" for n in range(principals - 1)]
+    secrets = {name: f"tok-{name}-{'x' * 32}" for name in names}
+    tokens = private_file(workdir / "tokens.json", secrets)
+    grants = [(name, [DB], "read") for name in names]
+    grants += [(name, ["other"], "write") for name in names]
+    policy = policy_file(workdir / "policy.json", grants)
+    jwks_file = private_file(workdir / "jwks.json", jwks(key))
+    with_policy = ("--policy-file", str(policy))
+    setups: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+        "open": ((), {}),
+        "bearer+policy": (
+            ("--tokens-file", str(tokens), *with_policy),
+            {"header.Authorization": f"Bearer tok-bench-{'x' * 32}"},
+        ),
+        "jwt+policy": (
+            (
+                *("--jwt-jwks", str(jwks_file), "--jwt-issuer", ISSUER),
+                *("--jwt-audience", AUDIENCE, *with_policy),
+            ),
+            {"header.Authorization": f"Bearer {key.token('bench', exp=int(time.time()) + 86400)}"},
+        ),
+    }
+    servers, clients = [], {}
+    try:
+        for name, (options, headers) in setups.items():
+            server, url = start_server(impl, props, workdir / f"audit-{name}.log", *options)
+            servers.append(server)
+            clients[name] = connect("rest", {"uri": url, **headers})
+        requests = {
+            "describe_table": lambda i: (
+                "describe_table",
+                DescribeTableRequest(id=[DB, f"t{i % tables:04d}"]),
+            ),
+            "list_tables (limit 100)": lambda i: (
+                "list_tables",
+                ListTablesRequest(id=[DB], limit=100),
+            ),
+        }
+        medians: dict[str, dict[str, list[float]]] = {
+            label: {name: [] for name in clients} for label in requests
+        }
+        for run in range(repeat):
+            for label, make in requests.items():
+                samples: dict[str, list[float]] = {name: [] for name in clients}
+                for i in range(5):  # warm
+                    for client in clients.values():
+                        method, request = make(i)
+                        getattr(client, method)(request)
+                settle()
+                for i in range(calls):
+                    method, request = make(i)
+                    for name in alternate(i, list(clients)):
+                        call = getattr(clients[name], method)
+                        start = time.perf_counter()
+                        call(request)
+                        samples[name].append(time.perf_counter() - start)
+                for name, values in samples.items():
+                    medians[label][name].append(summarize(values)["median_ms"])
+            print(f"auth repeat {run + 1}/{repeat} done, load {load()}", flush=True)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(60)
+    return {"latency": medians, "in_process_us": _checks_in_process(tokens, policy, key)}
+
+
+def _checks_in_process(tokens: Path, policy: Path, key: Any) -> dict[str, float]:
+    """The same checks without a network: authenticate + decide, microseconds per call."""
+    import asyncio
+
+    from support.access_kit import AUDIENCE, ISSUER
+
+    from lance_metastore.rest import AccessControl, BearerTokens, JwtBearer
+
+    jwks_file = tokens.parent / "jwks.json"
+    bearer = AccessControl([BearerTokens(file=str(tokens))], str(policy))
+    signed = AccessControl(
+        [JwtBearer(issuer=ISSUER, audience=AUDIENCE, jwks=str(jwks_file))], str(policy)
+    )
+    cases = {
+        "bearer+policy": (bearer, {b"authorization": f"Bearer tok-bench-{'x' * 32}".encode()}),
+        "jwt+policy": (signed, {b"authorization": f"Bearer {key.token('bench')}".encode()}),
+    }
+    loop = asyncio.new_event_loop()
+    result = {}
+    rounds = 2000
+    try:
+        for name, (access, headers) in cases.items():
+
+            async def run(access: Any = access, headers: Any = headers) -> None:
+                for _ in range(rounds):
+                    principal = await access.authenticate(headers)
+                    assert access.check(principal, "describe_table", [DB, "t0001"]) is None
+
+            started = time.perf_counter()
+            loop.run_until_complete(run())
+            result[name] = (time.perf_counter() - started) / rounds * 1e6
+    finally:
+        loop.close()
+    return result
+
+
+def print_auth_report(report: dict[str, Any], calls: int, repeat: int, principals: int) -> None:
+    rows = []
+    for label, by_name in report["latency"].items():
+        base = statistics.median(by_name["open"])
+        for name in ("bearer+policy", "jwt+policy"):
+            value = statistics.median(by_name[name])
+            added = ms(value - base)
+            rows.append([label, name, ms(base), ms(value), added, fmt_ratio(value / base)])
+    print(
+        f"\nauth and policy ({principals} principals, {2 * principals} grants): median per call "
+        f"over {repeat} repeats of {calls} calls, alternated"
+    )
+    headers = ["operation", "auth", "open ms", "auth ms", "added ms", "auth/open"]
+    print(format_table(headers, rows))
+    print("in-process authenticate + decide per call (no network):")
+    for name, micros in report["in_process_us"].items():
+        print(f"  {name}: {micros:.1f} us")
+
+
 def prepare(impl: str, props: dict[str, str], tables: int) -> None:
     from lance_namespace import connect
 
@@ -290,6 +435,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--bombs", type=int, default=6)
     parser.add_argument("--bomb-only", action="store_true", help="only the bomb memory check")
+    parser.add_argument("--auth-only", action="store_true", help="only the auth/policy cost")
+    parser.add_argument("--principals", type=int, default=100, help="in the auth files")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
@@ -317,6 +464,16 @@ def main() -> None:
             print_bomb_report(bombs)
             if args.json:
                 write_json(args.json, {"bombs": bombs, "args": vars(args), "load": load()})
+            return
+        if args.auth_only:
+            auth = auth_cost(
+                impl, props, workdir, args.calls, args.repeat, args.tables, args.principals
+            )
+            print_auth_report(auth, args.calls, args.repeat, args.principals)
+            print(f"\nload average after: {load()}")
+            if args.json:
+                report = {"auth": auth, "args": vars(args), "environment": environment()}
+                write_json(args.json, report | {"load": load()})
             return
         server, url = start_server(impl, props, workdir / "audit.log")
         factories = connect_pair(impl, props, url)
@@ -371,6 +528,10 @@ def main() -> None:
         print(format_table(["clients", "in-process", "REST", "REST/in-process"], rows))
         report["bombs"] = bomb_memory(impl, props, workdir, args.bombs)
         print_bomb_report(report["bombs"])
+        report["auth"] = auth_cost(
+            impl, props, workdir, args.calls, args.repeat, args.tables, args.principals
+        )
+        print_auth_report(report["auth"], args.calls, args.repeat, args.principals)
         print(f"\nload average after: {load()}")
         if args.json:
             report |= {"args": vars(args), "environment": environment(), "load": load()}

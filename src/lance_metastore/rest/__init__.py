@@ -8,8 +8,18 @@ for tests and embedding. Clients: ``lance_namespace.connect("rest", {"uri": url}
 
 from __future__ import annotations
 
+from .access import OPERATION_PRIVILEGES, AccessControl, Policy, Privilege
 from .app import MAX_JSON_DEPTH, create_app, http_status
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge
+from .auth import (
+    ApiKeys,
+    Authenticator,
+    BearerTokens,
+    InvalidCredentials,
+    JwtBearer,
+    Principal,
+    authenticator_from,
+)
 from .connections import ClientLimits
 from .operations import OPERATIONS, Operation
 from .security import DEFAULT_MAX_BODY_BYTES, read_token_file
@@ -30,11 +40,22 @@ __all__ = [
     "DEFAULT_PORT",
     "MAX_JSON_DEPTH",
     "OPERATIONS",
+    "OPERATION_PRIVILEGES",
+    "AccessControl",
+    "ApiKeys",
+    "Authenticator",
+    "BearerTokens",
     "ClientLimits",
     "DecodedBodyTooLarge",
     "ExposureError",
+    "InvalidCredentials",
+    "JwtBearer",
     "Operation",
+    "Policy",
+    "Principal",
+    "Privilege",
     "RestServer",
+    "authenticator_from",
     "check_exposure",
     "create_app",
     "http_status",

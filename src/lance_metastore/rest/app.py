@@ -29,19 +29,24 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..operations.catalog import CatalogNamespace
+from ..rules.credentials import vending_at_most
 from ..rules.errors import is_worded_refusal, known_secrets, unsupported
+from ..rules.identifiers import split_identifier
 from ..rules.redaction import scrub, shareable
+from .access import AccessControl, Denial
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
+from .auth import BearerTokens, Principal
 from .disclosure import public_message
 from .openapi import openapi_document
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply, wire_kind
 from .security import (
     DEFAULT_MAX_BODY_BYTES,
     AuditMiddleware,
-    BearerAuthMiddleware,
+    AuthenticationMiddleware,
     BodyLimitMiddleware,
     BodyTooLarge,
     note,
+    principal_of,
 )
 
 logger = logging.getLogger("lance_metastore.rest")
@@ -105,14 +110,18 @@ def create_app(
     namespace: LanceNamespace,
     *,
     auth_token: str | None = None,
+    access: AccessControl | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_decoded_bytes: int | None = None,
     audit_logger: logging.Logger | None = None,
 ) -> Starlette:
     """The REST app for ``namespace``.
 
-    ``auth_token``: when given, every route but the health route needs
-    ``Authorization: Bearer <token>`` (401, code 16, otherwise). ``max_body_bytes`` caps request
+    ``access``: the authentication schemes and policy every route but the health route checks
+    (401 with code 16 for a caller no scheme admits; 403 with code 15, or the 404 of a missing
+    object, for one the policy does not allow); ``app.state.access.reload()`` re-reads their
+    files. ``auth_token`` is the short form of one bearer token (principal ``token``) and no
+    policy. Without either, every caller may do everything. ``max_body_bytes`` caps request
     bodies as they arrive, ``max_decoded_bytes`` (default 4x that) what an Arrow IPC data body
     may decode to (both 413, code 13). One audit line per request goes to ``audit_logger``
     (``lance_metastore.rest.audit`` by default). Our namespaces are switched to confined
@@ -120,6 +129,10 @@ def create_app(
     """
     if max_decoded_bytes is None:
         max_decoded_bytes = DECODED_LIMIT_FACTOR * max_body_bytes
+    if access is None:
+        access = access_with_token(auth_token)
+    elif auth_token:
+        raise ValueError("Pass auth_token or access, not both")
     # A served namespace always confines the locations its callers set (see rules/locations.py).
     confine = getattr(namespace, "confine_locations", None)
     if callable(confine):
@@ -145,7 +158,7 @@ def create_app(
         routes.append(
             Route(
                 route_path,
-                _endpoint(namespace, operation, max_decoded_bytes),
+                _endpoint(namespace, operation, max_decoded_bytes, access),
                 methods=[operation.method],
             )
         )
@@ -163,15 +176,22 @@ def create_app(
         logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
         return error_response(ErrorCode.INTERNAL, "Internal server error", request.scope)
 
-    return Starlette(
+    app = Starlette(
         routes=routes,
         middleware=[
             Middleware(AuditMiddleware, logger=audit_logger),
-            Middleware(BearerAuthMiddleware, token=auth_token, open_paths={HEALTH_PATH}),
+            Middleware(AuthenticationMiddleware, access=access, open_paths={HEALTH_PATH}),
             Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes),
         ],
         exception_handlers={HTTPException: routing_error, Exception: unexpected},
     )
+    app.state.access = access
+    return app
+
+
+def access_with_token(auth_token: str | None) -> AccessControl:
+    """One bearer token admitting principal ``token`` to everything (no token: no auth)."""
+    return AccessControl([BearerTokens(token=auth_token)] if auth_token else [])
 
 
 def _route_priority(operation: Operation) -> tuple[int, int]:
@@ -203,7 +223,7 @@ def spec_error(
 
 
 def _endpoint(
-    namespace: LanceNamespace, operation: Operation, max_decoded_bytes: int
+    namespace: LanceNamespace, operation: Operation, max_decoded_bytes: int, access: AccessControl
 ) -> Callable[..., Any]:
     method = getattr(namespace, operation.method_name)
     raw_route = _raw_route_pattern(operation)
@@ -217,14 +237,27 @@ def _endpoint(
         try:
             route_id = _route_id(request, raw_route)
             note(scope, object_id=route_id)
+            principal = principal_of(scope)
+            if route_id is not None:  # refused before the body is read or judged
+                delimiter = request.query_params.get("delimiter") or DEFAULT_DELIMITER
+                route_object = split_identifier(parse_id(route_id, delimiter), delimiter)
+                denial = access.check(principal, operation.name, route_object)
+                if denial is not None:
+                    return _refused(denial, scope)
             body = await request.body() if operation.body is not Body.NONE else b""
             model = _request_model(operation, request, route_id, body)
-            if operation.body is Body.ARROW:
-                rows = arrow_body(body, max_decoded_bytes, lazy=lazy_rows)
-                result = await run_in_threadpool(method, model, rows)
-            else:
-                result = await run_in_threadpool(method, model)
-            return _render(operation, result)
+            denial = _check_access(access, principal, operation, model)
+            if denial is not None:
+                return _refused(denial, scope)
+            object_id = split_identifier(getattr(model, "id", None))
+            # the most credential vending may hand this caller (see rules/credentials.py)
+            with vending_at_most(access.storage_permission(principal, object_id)):
+                if operation.body is Body.ARROW:
+                    rows = arrow_body(body, max_decoded_bytes, lazy=lazy_rows)
+                    result = await run_in_threadpool(method, model, rows)
+                else:
+                    result = await run_in_threadpool(method, model)
+            return _render(operation, _visible_part(access, principal, operation, model, result))
         except DecodedBodyTooLarge as error:
             return error_response(error.code, str(error), scope, status=413)
         except (LanceNamespaceError, NotImplementedError) as error:
@@ -245,6 +278,83 @@ def _endpoint(
 
     endpoint.__name__ = operation.name
     return endpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# Access
+# ---------------------------------------------------------------------------------------------
+
+# The operations a batch_commit_tables entry may carry, by field, and what each is checked as.
+_BATCH_COMMIT_ENTRIES = {
+    "declare_table": "declare_table",
+    "create_table_version": "create_table_version",
+    "delete_table_versions": "batch_delete_table_versions",
+    "deregister_table": "deregister_table",
+}
+
+
+def _check_access(
+    access: AccessControl, principal: Principal, operation: Operation, model: BaseModel
+) -> Denial | None:
+    """The policy's answer for every object the request names: the route's (or the body's) id,
+    a rename's destination, each entry of a batch."""
+    name = operation.name
+    if name == "list_all_tables":
+        return None  # the answer shows only what the caller may see
+    if name == "batch_create_table_versions":
+        entries = getattr(model, "entries", None) or []
+        ids = [split_identifier(entry.id) for entry in entries]
+        return access.check_all(principal, "create_table_version", ids)
+    if name == "batch_commit_tables":
+        for entry in getattr(model, "operations", None) or []:
+            for field, checked_as in _BATCH_COMMIT_ENTRIES.items():
+                inner = getattr(entry, field, None)
+                if inner is not None:
+                    target = split_identifier(getattr(inner, "id", None))
+                    denial = access.check(principal, checked_as, target)
+                    if denial is not None:
+                        return denial
+        return None
+    object_id = split_identifier(getattr(model, "id", None))
+    denial = access.check(principal, name, object_id)
+    if denial is None and name == "rename_table":
+        new_namespace = getattr(model, "new_namespace_id", None)
+        destination = (
+            *(object_id[:-1] if new_namespace is None else split_identifier(new_namespace)),
+            str(getattr(model, "new_table_name", "")),
+        )
+        denial = access.check(principal, name, destination)
+    return denial
+
+
+def _refused(denial: Denial, scope: dict[str, Any]) -> Response:
+    note(scope, denied=denial.needed)
+    return error_response(denial.code, denial.message, scope, status=denial.status)
+
+
+def _visible_part(
+    access: AccessControl, principal: Principal, operation: Operation, model: Any, result: Any
+) -> Any:
+    """A listing without the entries the caller may not see (the page token stays)."""
+    if access.policy is None or operation.name not in (
+        "list_namespaces",
+        "list_tables",
+        "list_all_tables",
+    ):
+        return result
+    parent = split_identifier(getattr(model, "id", None))
+    if operation.name == "list_namespaces":
+        names = list(getattr(result, "namespaces", None) or [])
+        result.namespaces = access.visible_children(principal, parent, names)
+        return result
+    names = list(getattr(result, "tables", None) or [])
+    if operation.name == "list_tables":
+        ids = [(*parent, name) for name in names]
+    else:
+        ids = [split_identifier(name) for name in names]
+    shown = access.visible_tables(principal, ids)
+    result.tables = [name for name, visible in zip(names, shown, strict=True) if visible]
+    return result
 
 
 # ---------------------------------------------------------------------------------------------

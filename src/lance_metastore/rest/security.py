@@ -1,21 +1,22 @@
-"""What makes the server safe to put on a network: bearer-token auth, a body limit, an audit log.
+"""What makes the server safe to put on a network: authentication, a body limit, an audit log.
 
 Each is a plain ASGI middleware (no per-request task or copy of the body), so the cost per call
-stays in microseconds. None of them ever writes a secret: the token is compared in constant
-time and never logged; the audit line names who (``token`` or ``anonymous``), not with what.
+stays in microseconds. None of them ever writes a secret: credentials are checked by the
+schemes of ``auth.py`` and never logged; the audit line names who (the principal, or
+``anonymous``), not with what.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
-import os
-import stat
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import Any
+
+from .access import ANONYMOUS, AccessControl
+from .auth import InvalidCredentials, Principal, read_private_file
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -50,73 +51,52 @@ async def _send_error(send: Send, status: int, code: int, message: str, **header
 
 
 def read_token_file(path: str, warn: Callable[[str], None] | None = None) -> str:
-    """The bearer token in ``path`` (surrounding white space removed).
-
-    Refuses an empty file and one that another user could change (writable by group or
-    others, or owned by someone else but root): whoever writes it chooses the server's
-    token. A file others can read is accepted with a warning (to ``warn``, else the log).
-    """
-    with open(path, encoding="utf-8") as handle:
-        info = os.fstat(handle.fileno())
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or info.st_uid not in (os.getuid(), 0):
-            raise ValueError(
-                f"The auth token file {path} can be changed by other users "
-                f"(mode {stat.S_IMODE(info.st_mode):04o}, owner uid {info.st_uid}): "
-                f"make it yours and writable only by you (chmod 600 {path})"
-            )
-        token = handle.read().strip()
-    if not token:
-        raise ValueError(f"The auth token file {path} is empty")
-    if info.st_mode & (stat.S_IRGRP | stat.S_IROTH):
-        message = (
-            f"The auth token file {path} is readable by other users "
-            f"(mode {stat.S_IMODE(info.st_mode):04o}): chmod 600 {path}"
-        )
-        (warn or logging.getLogger("lance_metastore.rest").warning)(message)
-    return token
+    """The bearer token in ``path`` (surrounding white space removed); refused when others can
+    change the file, accepted with a warning when others can read it (see
+    :func:`~lance_metastore.rest.auth.read_private_file`)."""
+    return read_private_file(path, "auth token file", warn)
 
 
-class BearerAuthMiddleware:
-    """Requires ``Authorization: Bearer <token>`` when a token is configured (else 401, code 16)."""
+PRINCIPAL_KEY = "lance_metastore.principal"
 
-    def __init__(self, app: ASGIApp, token: str | None, open_paths: set[str]) -> None:
+
+def principal_of(scope: Scope) -> Principal:
+    """The caller :class:`AuthenticationMiddleware` admitted for this request."""
+    principal: Principal = scope.get(PRINCIPAL_KEY, ANONYMOUS)
+    return principal
+
+
+class AuthenticationMiddleware:
+    """Admits a request when one of the server's schemes proves its caller (else 401, code 16),
+    and records the caller for the route's privilege check and the audit line."""
+
+    def __init__(self, app: ASGIApp, access: AccessControl, open_paths: set[str]) -> None:
         self.app = app
-        self.token = token.encode() if token else None
+        self.access = access
         self.open_paths = open_paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if self.token is None:
-            note(scope, identity="anonymous")
-        elif scope["path"] not in self.open_paths:
-            presented = _bearer(scope)
-            # compare_digest on bytes of any length: constant time in the token's content
-            if presented is None or not hmac.compare_digest(presented, self.token):
+        if self.access.authenticates and scope["path"] not in self.open_paths:
+            try:
+                principal = await self.access.authenticate(dict(scope["headers"]))
+            except InvalidCredentials as error:
                 note(scope, identity="anonymous", code=16)
                 await _send_error(
                     send,
                     401,
                     16,
-                    "Missing or invalid bearer token",
+                    str(error),
                     **{"www-authenticate": 'Bearer realm="lance-metastore"'},
                 )
                 return
-            note(scope, identity="token")
         else:
-            note(scope, identity="anonymous")
+            principal = ANONYMOUS
+        scope[PRINCIPAL_KEY] = principal
+        note(scope, identity=principal.name)
         await self.app(scope, receive, send)
-
-
-def _bearer(scope: Scope) -> bytes | None:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, credentials = value.partition(b" ")
-            if scheme.lower() == b"bearer" and credentials.strip():
-                return credentials.strip()
-            return None
-    return None
 
 
 class BodyTooLarge(Exception):
@@ -160,8 +140,9 @@ class BodyLimitMiddleware:
 
 
 class AuditMiddleware:
-    """One log line per request: time, client, identity, operation, object id, status, code,
-    duration. Object ids are escaped so a crafted id cannot forge a line."""
+    """One log line per request: time, client, identity (the principal), operation, object id,
+    status, code, duration, and ``denied=<privilege>`` when the policy refused it. Ids and
+    names are escaped so a crafted one cannot forge a line."""
 
     def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
         self.app = app
@@ -199,16 +180,18 @@ class AuditMiddleware:
         facts = scope.get(_AUDIT_KEY, {})
         client = scope.get("client")
         code = facts.get("code")
+        denied = facts.get("denied")
         self.logger.info(
-            "time=%s client=%s identity=%s op=%s id=%s status=%d code=%s ms=%.2f",
+            "time=%s client=%s identity=%s op=%s id=%s status=%d code=%s ms=%.2f%s",
             datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
             f"{client[0]}:{client[1]}" if client else "-",
-            facts.get("identity", "anonymous"),
+            _escape(facts.get("identity", "anonymous")),
             facts.get("operation") or _escape(f"{scope['method']} {scope['path']}"),
             _escape(facts["object_id"]) if facts.get("object_id") is not None else "-",
             status,
             "-" if code is None else code,
             seconds * 1000,
+            f" denied={denied}" if denied else "",
         )
 
 

@@ -18,7 +18,8 @@ from typing import Any, TextIO
 import uvicorn
 from lance_namespace import LanceNamespace
 
-from .app import create_app
+from .access import AccessControl
+from .app import access_with_token, create_app
 from .connections import ClientLimits
 from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
 
@@ -62,14 +63,18 @@ def is_loopback(host: str) -> bool:
     return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
-def check_exposure(host: str, auth_token: str | None, insecure: bool) -> None:
-    """Refuse to serve beyond loopback without authentication, unless ``insecure`` says so."""
-    if auth_token or insecure or is_loopback(host):
+def check_exposure(host: str, authentication: object, insecure: bool) -> None:
+    """Refuse to serve beyond loopback without authentication (``authentication``: a token, an
+    :class:`AccessControl`, anything true when callers must authenticate), unless ``insecure``."""
+    if isinstance(authentication, AccessControl):
+        authentication = authentication.authenticates
+    if authentication or insecure or is_loopback(host):
         return
     raise ExposureError(
         f"Refusing to serve on {host} without authentication: anyone who reaches it could "
-        "read, change and drop every table. Configure an auth token (--auth-token-file), "
-        "or pass --insecure to serve it unauthenticated anyway"
+        "read, change and drop every table. Configure authentication (--auth-token-file, "
+        "--tokens-file, --api-keys-file, --jwt-jwks or --auth-scheme), or pass --insecure "
+        "to serve it unauthenticated anyway"
     )
 
 
@@ -131,6 +136,7 @@ def serve(
     port: int = DEFAULT_PORT,
     *,
     auth_token: str | None = None,
+    access: AccessControl | None = None,
     tls_cert: str | None = None,
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -145,26 +151,43 @@ def serve(
 
     ``on_ready`` receives the URL once the socket listens (the CLI prints it as its first line).
     ``audit_stream``: write the audit lines there (else they go to the ``AUDIT_LOGGER`` logger
-    as the application configured it). ``limits``: timeouts and the connection limit. Beyond
-    loopback without ``auth_token`` it refuses to start (:class:`ExposureError`) unless
-    ``insecure``.
+    as the application configured it). ``limits``: timeouts and the connection limit.
+    ``access`` (or its short form ``auth_token``): who may call and do what; SIGHUP re-reads
+    its files while connections stay open. Beyond loopback without authentication it refuses
+    to start (:class:`ExposureError`) unless ``insecure``.
     """
-    check_exposure(host, auth_token, insecure)
+    if access is None:
+        access = access_with_token(auth_token)
+    elif auth_token:
+        raise ValueError("Pass auth_token or access, not both")
+    check_exposure(host, access, insecure)
     if audit_stream is not None:
         audit_to(audit_stream)
     app = create_app(
         namespace,
-        auth_token=auth_token,
+        access=access,
         max_body_bytes=max_body_bytes,
         max_decoded_bytes=max_decoded_bytes,
     )
     config = _config(app, tls_cert, tls_key, log_level, limits)
     sock = bind(host, port)
+    previous = signal.signal(signal.SIGHUP, _reload_on_signal(access))
     try:
         on_ready(url_of(sock, tls=bool(tls_cert)))
         _Server(config).run(sockets=[sock])
     finally:
+        signal.signal(signal.SIGHUP, previous)
         sock.close()
+
+
+def _reload_on_signal(access: AccessControl) -> Callable[[int, object], None]:
+    """A SIGHUP handler that re-reads ``access``'s files on a thread of its own: a JWKS fetch or
+    a slow disk never stalls the event loop, and open connections are not touched."""
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=access.reload, name="lance-rest reload", daemon=True).start()
+
+    return handler
 
 
 class RestServer:
@@ -191,7 +214,9 @@ class RestServer:
         **app_options: Any,
     ) -> None:
         if isinstance(target, LanceNamespace):
-            check_exposure(host, app_options.get("auth_token"), insecure)
+            check_exposure(
+                host, app_options.get("auth_token") or app_options.get("access"), insecure
+            )
             self.app = create_app(target, **app_options)
         else:
             self.app = target  # an app: its maker decided how it authenticates

@@ -136,6 +136,15 @@ def narrowed(configured: str, ceiling: str | None) -> str:
     return min(configured, ceiling, key=PERMISSIONS.index)
 
 
+def permission_to_vend(configured: str) -> str | None:
+    """What may be vended now: the namespace's ``configured`` permission narrowed by the
+    current caller's ceiling (``None``: nothing, the caller may not read the table's data)."""
+    ceiling = _caller_ceiling.get()
+    if ceiling == NOTHING:
+        return None
+    return narrowed(configured, ceiling)
+
+
 def session_policy(bucket: str, prefix: str, permission: str) -> dict[str, Any]:
     """The inline session policy: only objects under ``bucket/prefix/``, with ``permission``'s
     actions. Listing is allowed only for keys under the prefix (the ``s3:prefix`` condition)."""
@@ -231,10 +240,10 @@ class CredentialVendor:
         if not self.enabled or vend_credentials is False or where is None:
             return dict(configured) or None
         public = {name: value for name, value in configured.items() if not looks_secret(name)}
-        ceiling = _caller_ceiling.get()
-        if ceiling == NOTHING:
+        permission = permission_to_vend(self.permission)
+        if permission is None:
             return public or None
-        vended = self._vended(location, where, narrowed(self.permission, ceiling))
+        vended = self._vended(location, where, permission)
         return {**public, **vended.options}
 
     def _vended(self, location: str, where: tuple[str, str], permission: str) -> _Vended:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ..app import CliFailure, running
 from ..config import ConfigError
+
+if TYPE_CHECKING:
+    from ...rest import AccessControl
 
 
 def register(app: typer.Typer) -> None:
@@ -37,6 +40,65 @@ def serve_command(
             metavar="PATH",
             help="Require 'Authorization: Bearer <token>' with the token in this file "
             "(refused if other users can write it).",
+        ),
+    ] = None,
+    tokens_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokens-file",
+            metavar="PATH",
+            help="Bearer tokens of several principals, a JSON object {principal: token or "
+            "[tokens]} (refused if other users can write it).",
+        ),
+    ] = None,
+    api_keys_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--api-keys-file",
+            metavar="PATH",
+            help="Accept 'x-api-key: <key>', keys per principal as in --tokens-file.",
+        ),
+    ] = None,
+    jwt_jwks: Annotated[
+        str | None,
+        typer.Option(
+            "--jwt-jwks",
+            metavar="PATH|URL",
+            help="Accept JWT access tokens signed by a key of this JWKS file or URL "
+            "(needs --jwt-issuer and --jwt-audience).",
+        ),
+    ] = None,
+    jwt_issuer: Annotated[
+        str | None, typer.Option("--jwt-issuer", metavar="ISS", help="The tokens' issuer (iss).")
+    ] = None,
+    jwt_audience: Annotated[
+        str | None,
+        typer.Option("--jwt-audience", metavar="AUD", help="The audience (aud) tokens must name."),
+    ] = None,
+    jwt_principal_claim: Annotated[
+        str,
+        typer.Option("--jwt-principal-claim", metavar="CLAIM", help="The claim naming the caller."),
+    ] = "sub",
+    auth_scheme: Annotated[
+        str | None,
+        typer.Option(
+            "--auth-scheme",
+            metavar="NAME|CLASS",
+            help="An authentication scheme by name (bearer, api-key, jwt) or class path "
+            "(package.module:Class), made with the --auth-option values.",
+        ),
+    ] = None,
+    auth_options: Annotated[
+        list[str] | None,
+        typer.Option("--auth-option", metavar="KEY=VALUE", help="An option of --auth-scheme."),
+    ] = None,
+    policy_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy-file",
+            metavar="PATH",
+            help="Privileges per principal on namespace prefixes (JSON or YAML); "
+            "without it every admitted caller may do everything.",
         ),
     ] = None,
     tls_cert: Annotated[
@@ -104,23 +166,41 @@ def serve_command(
     """Serve the namespace over the Lance Namespace REST spec until SIGTERM or Ctrl-C.
 
     Prints the URL it serves on as its first line; one audit line per request on stderr.
+    SIGHUP re-reads the token, key, JWKS and policy files; open connections stay open.
     """
-    from ...rest import ClientLimits, ExposureError, check_exposure, is_loopback, read_token_file
+    from ...rest import ClientLimits, ExposureError, check_exposure, is_loopback
     from ...rest import serve as serve_rest
 
     with running(ctx) as state:
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError("TLS needs both --tls-cert and --tls-key")
+        if jwt_jwks and not (jwt_issuer and jwt_audience):
+            raise ConfigError("--jwt-jwks needs --jwt-issuer and --jwt-audience")
         try:
-            token = read_token_file(str(auth_token_file), _warn) if auth_token_file else None
-            check_exposure(host, token, insecure)
+            access = _access_control(
+                auth_token_file=auth_token_file,
+                tokens_file=tokens_file,
+                api_keys_file=api_keys_file,
+                jwt_options={
+                    "issuer": jwt_issuer or "",
+                    "audience": jwt_audience or "",
+                    "jwks": jwt_jwks or "",
+                    "principal_claim": jwt_principal_claim,
+                }
+                if jwt_jwks
+                else None,
+                auth_scheme=auth_scheme,
+                auth_options=auth_options or [],
+                policy_file=policy_file,
+            )
+            check_exposure(host, access, insecure)
         except (ValueError, OSError) as error:
             raise ConfigError(str(error)) from None
         if not is_loopback(host):
-            if token is None:
+            if not access.authenticates:
                 _warn(f"serving {host} without authentication (--insecure)")
             elif not tls_cert:
-                _warn(f"serving {host} without TLS: the token crosses the network in clear")
+                _warn(f"serving {host} without TLS: credentials cross the network in clear")
         limits = ClientLimits(
             header_timeout=header_timeout,
             body_timeout=body_timeout,
@@ -138,7 +218,7 @@ def serve_command(
                 namespace,
                 host,
                 port,
-                auth_token=token,
+                access=access,
                 tls_cert=str(tls_cert) if tls_cert else None,
                 tls_key=str(tls_key) if tls_key else None,
                 max_body_bytes=max_body_mb * 1024 * 1024,
@@ -152,3 +232,42 @@ def serve_command(
             raise ConfigError(str(error)) from None
         except OSError as error:
             raise CliFailure(f"cannot serve on {host}:{port}: {error}") from None
+
+
+def _access_control(
+    *,
+    auth_token_file: Path | None,
+    tokens_file: Path | None,
+    api_keys_file: Path | None,
+    jwt_options: dict[str, str] | None,
+    auth_scheme: str | None,
+    auth_options: list[str],
+    policy_file: Path | None,
+) -> AccessControl:
+    """The schemes the flags configure, tried in this order, and the policy file."""
+    from ...rest import AccessControl, ApiKeys, BearerTokens, JwtBearer, authenticator_from
+    from ...rest.auth import Authenticator, read_private_file
+
+    schemes: list[Authenticator] = []
+    if auth_token_file:
+        read_private_file(str(auth_token_file), "auth token file", _warn)  # warns once, here
+        schemes.append(BearerTokens(token_file=str(auth_token_file)))
+    if tokens_file:
+        read_private_file(str(tokens_file), "tokens file", _warn)
+        schemes.append(BearerTokens(file=str(tokens_file)))
+    if api_keys_file:
+        read_private_file(str(api_keys_file), "API keys file", _warn)
+        schemes.append(ApiKeys(file=str(api_keys_file)))
+    if jwt_options:
+        schemes.append(JwtBearer(**jwt_options))
+    if auth_scheme:
+        options = {}
+        for option in auth_options:
+            key, equals, value = option.partition("=")
+            if not equals or not key:
+                raise ValueError(f"--auth-option takes KEY=VALUE, not {option!r}")
+            options[key] = value
+        schemes.append(authenticator_from(auth_scheme, options))
+    elif auth_options:
+        raise ValueError("--auth-option needs --auth-scheme")
+    return AccessControl(schemes, str(policy_file) if policy_file else None)
