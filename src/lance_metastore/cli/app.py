@@ -25,7 +25,7 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..errors import scrub
-from ..impls import UnknownImplError, namespace_class
+from ..impls import UnknownImplError, impl_choices, namespace_class
 from ..redaction import secret_values
 from .config import ConfigError, Resolved, parse_assignments, resolve
 from .output import Output, RichOutput
@@ -93,7 +93,7 @@ class State:
             resolved = self.resolved()
             if not resolved.impl:
                 raise ConfigError(
-                    "no implementation chosen: give --impl glue|hive3|hive2 (or a class path), "
+                    f"no implementation chosen: give --impl ({impl_choices()}), "
                     "set LANCE_METASTORE_IMPL, or set impl in a profile of the config file"
                 )
             try:
@@ -157,11 +157,11 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
         yield state
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise
+    except ConfigError as error:  # before its base class, InvalidInputError
+        raise fail(str(error), EXIT_USAGE) from None
     except LanceNamespaceError as error:
         debug_traceback(state)
         raise spec_exit(state, error) from None
-    except ConfigError as error:
-        raise fail(str(error), EXIT_USAGE) from None
     except CliFailure as error:
         raise fail(str(error), error.exit_code) from None
     except (MetastoreError, FileNotFoundError) as error:
@@ -245,7 +245,7 @@ def main_callback(
         typer.Option(
             "--impl",
             metavar="IMPL",
-            help="glue, hive3, hive2 or a class path [env LANCE_METASTORE_IMPL]",
+            help=f"{impl_choices()} [env LANCE_METASTORE_IMPL]",
         ),
     ] = None,
     profile: Annotated[
