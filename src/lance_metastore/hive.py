@@ -234,9 +234,12 @@ class _HiveNamespace(CatalogNamespace):
             return ServiceUnavailableError(f"Kerberos unavailable to {context}: {error}")
         if isinstance(error, TRANSPORT_ERRORS):
             uris = ",".join(str(s) for s in self._servers)
+            hint = security_hint(error, self._security) or (
+                "; is it running? check the 'uri' property, or start one with "
+                "`lance-metastore hms start`"
+            )
             return ServiceUnavailableError(
-                f"Hive Metastore {uris} unreachable to {context}: {error}"
-                f"{security_hint(error, self._security)}"
+                f"Hive Metastore {uris} unreachable to {context}: {error}{hint}"
             )
         if isinstance(error, TApplicationException):
             if error.type == TApplicationException.UNKNOWN_METHOD:

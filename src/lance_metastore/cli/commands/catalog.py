@@ -174,16 +174,41 @@ def describe_table_doc(ns: Any, parts: list[str]) -> dict[str, Any]:
     response = ns.describe_table(DescribeTableRequest(id=list(parts), check_declared=True))
     namespace = list(response.namespace or parts[:-1])
     table = response.table or parts[-1]
-    return {
+    properties = dict(response.properties or {})
+    document: dict[str, Any] = {
         "kind": "table",
         "id": [*namespace, table],
         "namespace": namespace,
         "table": table,
         "location": response.location,
-        "declared_only": response.is_only_declared,
-        "managed_versioning": response.managed_versioning,
-        "properties": dict(response.properties or {}),
+        "format": (properties.get("table_type") or "lance").lower(),
+        "declared_only": bool(response.is_only_declared),
+        "managed_versioning": bool(response.managed_versioning),
+        "managed_by": properties.get("managed_by", "storage"),
+        "version": None,
+        "rows": None,
+        "schema": None,
+        "properties": properties,
         "storage_options": masked(response.storage_options),
+    }
+    if not response.is_only_declared:
+        document.update(dataset_facts(ns, [*namespace, table]))
+    return document
+
+
+def dataset_facts(ns: Any, table_id: list[str]) -> dict[str, Any]:
+    """The current version, row count and schema of a table's dataset (opened through the
+    namespace, as every Lance client opens it)."""
+    import lance
+
+    dataset = lance.dataset(namespace_client=ns, table_id=list(table_id))
+    return {
+        "version": int(dataset.version),
+        "rows": int(dataset.count_rows()),
+        "schema": [
+            {"name": field.name, "type": str(field.type), "nullable": bool(field.nullable)}
+            for field in dataset.schema
+        ],
     }
 
 
