@@ -114,3 +114,25 @@ def test_spark_misspelt_impl_is_the_first_line(spark: Any) -> None:
     assert line.endswith(
         f"Option 'impl': unknown impl 'hvie3' (did you mean 'hive3'?): give one of {impl_choices()}"
     )
+
+
+@pytest.mark.parametrize("backend_name", ["glue", "hive3"])
+def test_cli_missing_parent_hint_is_the_same_for_every_backend(
+    request: pytest.FixtureRequest, backend_name: str
+) -> None:
+    """A not-found error names the first ancestor namespace (e.g. a catalog) that is missing,
+    by the same rule on every backend."""
+    harness = request.getfixturevalue(backend_name)
+    args = ["--impl", harness.name]
+    for key, value in harness.properties().items():
+        args += ["--prop", f"{key}={value}"]
+    line = cli_error([*args, "describe", "nocat$db$t"], code=14)
+    assert line == (
+        "error [code 4 TABLE_NOT_FOUND]: Table not found: 'nocat$db$t'; "
+        "namespace 'nocat' does not exist"
+    )
+    line = cli_error([*args, "declare", "nocat$db$t"], code=11)
+    assert line.startswith("error [code 1 NAMESPACE_NOT_FOUND]: Namespace not found: ")
+    assert "'nocat'" in line
+    line = cli_error([*args, "create-namespace", "nocat$db"], code=11)
+    assert line.endswith("parent catalog 'nocat' of 'nocat$db'") or "'nocat' does not" in line

@@ -344,13 +344,14 @@ class _HiveNamespace(CatalogNamespace):
             raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
         except ttypes.NoSuchObjectException:
             raise lance_error(
-                NamespaceNotFoundError, f"catalog {describe(path[:-1])} of {describe(path)}"
+                NamespaceNotFoundError, f"parent catalog {describe(path[:-1])} of {describe(path)}"
             ) from None
         except ttypes.InvalidObjectException as error:
             # HMS 3 answers a missing catalog with InvalidObjectException("No such catalog").
             if len(path) > 1 and not self._check_catalog(path[0]):
                 raise lance_error(
-                    NamespaceNotFoundError, f"catalog {describe(path[:-1])} of {describe(path)}"
+                    NamespaceNotFoundError,
+                    f"parent catalog {describe(path[:-1])} of {describe(path)}",
                 ) from None
             raise InvalidInputError(
                 f"Hive Metastore refused namespace {describe(path)}: {error.message}"
@@ -1023,7 +1024,7 @@ class Hive3Namespace(_HiveNamespace):
             return
         if not self._check_catalog(path[0]):
             raise lance_error(
-                NamespaceNotFoundError, f"catalog {describe(path[:1])} of {describe(path)}"
+                NamespaceNotFoundError, f"parent catalog {describe(path[:1])} of {describe(path)}"
             )
         self._create_database(path, properties)
 

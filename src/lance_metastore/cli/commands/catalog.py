@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ...identifiers import join_identifier, parse_identifier
+from ...identifiers import join_identifier
 from ...redaction import masked
 from ..app import JsonFlag, running
 from ..config import ConfigError
@@ -148,7 +148,7 @@ def ls_command(
     """List namespaces and Lance tables as a tree."""
     with running(ctx, json_flag) as state:
         ns = state.namespace()
-        path = list(parse_identifier(namespace))
+        path = state.identify(namespace)
         with state.output.spinner("listing") as describe:
             tree = build_tree(ns, describe, path, recursive, page_size)
         label = join_identifier(path) or f"(root) {ns.namespace_id()}"
@@ -252,7 +252,7 @@ def describe_command(
         if table and namespace:
             raise ConfigError("--table and --namespace exclude each other")
         ns = state.namespace()
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         if table:
             document = describe_table_doc(ns, parts)
         elif namespace or not parts:
