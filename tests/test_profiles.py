@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import lance_metastore
 from lance_metastore.cli import app
-from lance_metastore.profiles import ProfileError, resolve
+from lance_metastore.rules.profiles import ProfileError, resolve
 
 
 @pytest.fixture(autouse=True)

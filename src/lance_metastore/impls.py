@@ -100,7 +100,7 @@ def connect(
     """A namespace of the implementation ``impl`` configured with ``properties``.
 
     With ``profile`` (or without ``impl``) the settings are resolved as the command line
-    resolves them (:mod:`lance_metastore.profiles`): ``impl`` and ``properties`` win over the
+    resolves them (:mod:`lance_metastore.rules.profiles`): ``impl`` and ``properties`` win over the
     environment's ``LANCE_METASTORE_*`` variables, which win over the profile of the config
     file (``config``, else ``LANCE_METASTORE_CONFIG``, else
     ``~/.config/lance-metastore/config.toml``); the implementation comes from the profile when
@@ -112,7 +112,7 @@ def connect(
     given = {str(key): value for key, value in (properties or {}).items()}
     if impl and profile is None:
         return namespace_class(impl)(**given)
-    from .profiles import ProfileError, resolve
+    from .rules.profiles import ProfileError, resolve
 
     resolved = resolve(impl=impl, properties=given, profile=profile, config=config)
     if not resolved.impl:

@@ -2,7 +2,7 @@
 
 The command needs an implementation (``impl``) and the string properties of that namespace.
 Flags (``--impl``, ``--prop key=value`` and the shorthands ``--uri``, ``--root``, ``--region``,
-``--endpoint``, ``--catalog-id``) are the explicit layer of :mod:`lance_metastore.profiles`,
+``--endpoint``, ``--catalog-id``) are the explicit layer of :mod:`lance_metastore.rules.profiles`,
 which adds the environment and a profile of the config file (``--config``, ``--profile``)
 exactly as :func:`lance_metastore.connect` and the Spark option ``profile`` do.
 """
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..profiles import (
+from ..rules.profiles import (
     SHORTHANDS,
     ProfileError,
     Resolved,
     env_property_name,
 )
-from ..profiles import resolve as resolve_settings
+from ..rules.profiles import resolve as resolve_settings
 
 ENV_HMS_DATA_DIR = "LANCE_METASTORE_HMS_DATA_DIR"
 
@@ -64,7 +64,7 @@ def resolve(
     shorthands: Mapping[str, str | None] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Resolved:
-    """The flags as the explicit layer of :func:`lance_metastore.profiles.resolve`."""
+    """The flags as the explicit layer of :func:`lance_metastore.rules.profiles.resolve`."""
     properties: dict[str, str] = {}
     sources: dict[str, str] = {}
     flag_props = parse_assignments(props)

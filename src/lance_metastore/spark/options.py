@@ -8,7 +8,7 @@ values keep their case). Two ways to name a table:
   data source's own (:data:`SOURCE_OPTIONS`) is a property of the namespace
   (``uri``, ``root``, ``region``, ``storage.aws_endpoint``, ...).
 - ``profile`` set: as with ``impl``, and the settings are resolved as ``lance-metastore
-  --profile`` resolves them (:mod:`lance_metastore.profiles`): the options win over the
+  --profile`` resolves them (:mod:`lance_metastore.rules.profiles`): the options win over the
   ``LANCE_METASTORE_*`` environment, which wins over the profile; ``impl`` may come from the
   profile. Option ``config`` names the config file.
 - no ``impl``: the path is a Lance dataset URI, read and written with no catalog; the
@@ -200,7 +200,7 @@ def from_profile(
 ) -> tuple[str, dict[str, str]]:
     """(impl, properties) of the options over the environment over the profile."""
     from ..impls import impl_choices
-    from ..profiles import ProfileError, resolve
+    from ..rules.profiles import ProfileError, resolve
 
     try:
         resolved = resolve(

@@ -37,8 +37,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     except ImportError:
         _toml = None
 
-from .impls import ALIASES, UnknownImplError, namespace_class
-from .redaction import masked, secret_values
+from ..impls import ALIASES, UnknownImplError, namespace_class
+from ..redaction import masked, secret_values
 
 ENV_PREFIX = "LANCE_METASTORE_"
 ENV_IMPL = "LANCE_METASTORE_IMPL"
