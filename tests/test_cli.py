@@ -515,7 +515,8 @@ def test_hms_start_status_stop(tmp_path: Path) -> None:
         status = cli.json("hms", "status", "--data-dir", str(data_dir))
         assert status["running"] is True and status["uri"] == uri
         assert cli("hms", "status", "--data-dir", str(data_dir)).stdout.startswith(f"running {uri}")
-        assert "already runs" in cli("hms", "start", "--data-dir", str(data_dir), code=1).stderr
+        started_twice = cli("hms", "start", "--data-dir", str(data_dir), code=1).stderr
+        assert "already runs" in started_twice and "--exist-ok" in started_twice
         assert cli.json("hms", "start", "--data-dir", str(data_dir), "--exist-ok")["uri"] == uri
         roots = cli.json("--impl", "hive2", "--uri", uri, "ls")
         assert [n["name"] for n in roots["namespaces"]] == ["default"]

@@ -33,6 +33,9 @@ UPDATE = os.environ.get("LANCE_METASTORE_TEST_UPDATE_GOLDEN") == "1"
 SECRET = "Zq7-GoldenSecretValue-DoNotPrint-9931"
 TIME = re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d)?")
 HOST_PORT = re.compile(r"127\.0\.0\.1:\d+")
+# A timestamp a narrow table broke across two lines.
+DATE_ALONE = re.compile(r"\b\d{4}-\d\d-\d\d\b")
+CLOCK_ALONE = re.compile(r"\b\d\d:\d\d:\d\d\b")
 DDL_TIME = re.compile(r"(transient_lastDdlTime\W+)\d{10}")
 
 
@@ -54,15 +57,19 @@ def short_dir() -> Iterator[Path]:
 class Transcript:
     """Runs commands in-process and records what each printed, with placeholders."""
 
-    def __init__(self, base: list[str], replacements: dict[str, str]) -> None:
+    def __init__(self, base: list[str], replacements: dict[str, str], columns: int = 200) -> None:
         self.base = base
         self.replacements = replacements
+        self.columns = columns
         self.runner = CliRunner()
         self.lines: list[str] = []
 
     def __call__(self, *args: str, code: int = 0, input: str | None = None) -> None:
         result = self.runner.invoke(
-            app, [*self.base, *args], input=input, env={"COLUMNS": "200", "NO_COLOR": "1"}
+            app,
+            [*self.base, *args],
+            input=input,
+            env={"COLUMNS": str(self.columns), "NO_COLOR": "1"},
         )
         assert result.exit_code == code, (
             f"exit {result.exit_code} != {code} for {args}\n{result.stdout}\n{result.stderr}\n"
@@ -83,7 +90,8 @@ class Transcript:
             text = text.replace(value, placeholder)
         text = HOST_PORT.sub("<host:port>", text)
         text = DDL_TIME.sub(r"\g<1>0000000000", text)
-        return TIME.sub("<time>", text)
+        text = TIME.sub("<time>", text)
+        return CLOCK_ALONE.sub("<clock>", DATE_ALONE.sub("<date>", text))
 
     def check(self, scenario: str) -> None:
         text = "\n".join(self.lines)
@@ -140,6 +148,8 @@ def test_golden_hive2(hive_metastore_uri: str, short_dir: Path) -> None:
     write(lake / db / "events.lance", [2, 3], mode="append")
     run("versions", f"{db}$events")
     run("versions", f"{db}$events", "--json")
+    run("describe", f"{db}$events")
+    run("describe", f"{db}$events", "--json")
 
     write(short_dir / "single.lance", [7])
     run("register", f"{db}/single", str(short_dir / "single.lance"))
@@ -214,6 +224,44 @@ def test_golden_glue_secrets(glue_emulator, short_dir: Path) -> None:
     run("drop-namespace", "sales", "--json")
     run("--prop", "session_token=", "ls", code=23)
     run.check("glue")
+
+
+def test_golden_long_paths(glue_emulator, short_dir: Path) -> None:
+    """On a narrow terminal, describe, versions and ls keep paths whole: they break after a
+    '/', a name longer than the line is shortened in the middle, --json has the full value."""
+    glue_emulator.reset()
+    lake = short_dir / "analytics_lake_with_a_long_name" / "warehouse"
+    base = ["--impl", "glue", "--endpoint", glue_emulator.endpoint]
+    base += ["--region", glue_emulator.region, "--root", str(lake)]
+    base += ["--prop", "access_key_id=AKIAEXAMPLEGOLD", "--prop", "secret_access_key=example"]
+    # A path broken across lines no longer matches whole: its directory's name is replaced too.
+    replacements = {str(short_dir): "<tmp>", short_dir.name: "<tmpname>"}
+    run = Transcript(base, replacements, columns=48)
+    run("create-namespace", "analytics")
+    name = "customer_statistics_by_region_and_quarter_long"
+    run("declare", f"analytics${name}", "--json")
+    table = pa.table(
+        {
+            "customer_id": pa.array([1, 2, 3], pa.int64()),
+            "region": pa.array(["eu", "us", None], pa.string()),
+            "revenue": pa.array([1.5, 2.5, 3.5], pa.float64()),
+        },
+        schema=pa.schema(
+            [
+                pa.field("customer_id", pa.int64(), nullable=False),
+                pa.field("region", pa.string()),
+                pa.field("revenue", pa.float64()),
+            ]
+        ),
+    )
+    lance.write_dataset(table, str(lake / "analytics" / f"{name}.lance"))
+    run("describe", f"analytics${name}")
+    run("describe", f"analytics${name}", "--json")
+    run("versions", f"analytics${name}")
+    run("ls", "-r")
+    run("drop-table", f"analytics${name}", "--yes")
+    run("drop-namespace", "analytics")
+    run.check("paths")
 
 
 def test_golden_usage_and_local_metastore(short_dir: Path) -> None:

@@ -5,12 +5,15 @@ entry points so other tools can find them), an alias another package publishes u
 entry-point group, one of ``lance_namespace``'s native aliases (``dir``, ``rest``), or a class
 path ``pkg.mod.Class``. (Aliases registered at run time with ``register_namespace_impl`` live in
 a private table of ``lance_namespace``; use their class path here.) The command line and
-the Spark data source both connect through :func:`connect`.
+the Spark data source both connect through :func:`connect`, and every message that lists the
+implementations (``--help``, a misspelt impl, a missing one) takes the list from
+:func:`impl_choices`.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping
 from difflib import get_close_matches
 from functools import lru_cache
@@ -48,6 +51,12 @@ def known_aliases() -> dict[str, str]:
     return {**lance_namespace.NATIVE_IMPLS, **_published(), **ALIASES}
 
 
+def impl_choices() -> str:
+    """The implementations, ours first, as every message and ``--help`` lists them."""
+    others = sorted(set(known_aliases()) - set(ALIASES))
+    return ", ".join([*sorted(ALIASES), *others]) + " or a class path pkg.mod.Class"
+
+
 def class_path_of(impl: str) -> str:
     """The class path an impl names; raises :class:`UnknownImplError` for a misspelt alias."""
     impl = impl.strip()
@@ -57,11 +66,7 @@ def class_path_of(impl: str) -> str:
     if "." not in impl:
         hint = get_close_matches(impl, list(aliases), n=1)
         suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-        known = ", ".join(sorted(aliases))
-        raise UnknownImplError(
-            f"unknown impl {impl!r}{suggestion}: expected one of {known} or a class path "
-            "pkg.mod.Class"
-        )
+        raise UnknownImplError(f"unknown impl {impl!r}{suggestion}: give one of {impl_choices()}")
     return impl
 
 
@@ -85,10 +90,55 @@ def namespace_class(impl: str) -> type:
     return cls
 
 
-def connect(impl: str, properties: Mapping[str, Any]) -> Any:
+def connect(
+    impl: str | None = None,
+    properties: Mapping[str, Any] | None = None,
+    *,
+    profile: str | None = None,
+    config: str | os.PathLike[str] | None = None,
+) -> Any:
     """A namespace of the implementation ``impl`` configured with ``properties``.
+
+    With ``profile`` (or without ``impl``) the settings are resolved as the command line
+    resolves them (:mod:`lance_metastore.rules.profiles`): ``impl`` and ``properties`` win over the
+    environment's ``LANCE_METASTORE_*`` variables, which win over the profile of the config
+    file (``config``, else ``LANCE_METASTORE_CONFIG``, else
+    ``~/.config/lance-metastore/config.toml``); the implementation comes from the profile when
+    not given. With ``impl`` and no profile, exactly ``properties`` are used.
 
     The class is built directly (not through ``lance_namespace.connect``), so its errors keep
     their spec codes.
     """
-    return namespace_class(impl)(**dict(properties))
+    given = {str(key): value for key, value in (properties or {}).items()}
+    if impl and profile is None:
+        return namespace_class(impl)(**given)
+    from .rules.profiles import ProfileError, resolve
+
+    resolved = resolve(
+        impl=impl,
+        properties=given,
+        profile=profile,
+        config=config,
+        declared_properties=declared_properties,
+    )
+    if not resolved.impl:
+        where = f"profile {resolved.profile!r}" if resolved.profile else "no profile"
+        raise ProfileError(
+            f"no implementation chosen ({where}): pass impl= ({impl_choices()}), set "
+            "LANCE_METASTORE_IMPL, or set impl in the profile"
+        )
+    return namespace_class(resolved.impl)(**resolved.properties)
+
+
+def declared_properties(impl: str | None) -> tuple[list[str], frozenset[str]]:
+    """(property names, secret property names) the implementation declares, if it is ours."""
+    if impl is None or not ALIASES.get(impl, impl).startswith("lance_metastore."):
+        return [], frozenset()
+    try:
+        cls = namespace_class(impl)
+    except (UnknownImplError, ImportError):
+        return [], frozenset()
+    props = getattr(cls, "PROPERTIES", ())
+    names = [p.name for p in props]
+    secrets = frozenset(p.name for p in props if getattr(p, "secret", False))
+    return names, secrets

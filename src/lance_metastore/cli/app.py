@@ -24,8 +24,9 @@ import typer
 from typer.core import TyperGroup
 
 from .. import __version__
-from ..impls import UnknownImplError, namespace_class
+from ..impls import UnknownImplError, impl_choices, namespace_class
 from ..rules.errors import scrub
+from ..rules.identifiers import join_identifier, parse_identifier
 from ..rules.redaction import secret_values
 from .config import ConfigError, Resolved, parse_assignments, resolve
 from .output import Output, RichOutput
@@ -58,6 +59,8 @@ class State:
     shorthands: dict[str, str | None] = field(default_factory=dict)
     json: bool = False
     debug: bool = False
+    # The identifiers the command named, for the hint of a not-found error.
+    ids: list[list[str]] = field(default_factory=list)
     _resolved: Resolved | None = None
     _namespace: Any = None
     _output: Output | None = None
@@ -93,7 +96,7 @@ class State:
             resolved = self.resolved()
             if not resolved.impl:
                 raise ConfigError(
-                    "no implementation chosen: give --impl glue|hive3|hive2 (or a class path), "
+                    f"no implementation chosen: give --impl ({impl_choices()}), "
                     "set LANCE_METASTORE_IMPL, or set impl in a profile of the config file"
                 )
             try:
@@ -102,6 +105,35 @@ class State:
                 raise ConfigError(str(error)) from None
             self._namespace = cls(**resolved.properties)
         return self._namespace
+
+    def identify(self, text: str | None) -> list[str]:
+        """The parts of an identifier the command names (remembered for error hints)."""
+        parts = list(parse_identifier(text))
+        self.ids.append(parts)
+        return parts
+
+    def missing_parent_hint(self, message: str) -> str:
+        """For a not-found error, the first ancestor namespace of the named id that does not
+        exist: the same rule, through spec calls, for every backend (``''`` when all exist,
+        when the message already names it, or when asking fails)."""
+        from lance_namespace import NamespaceExistsRequest
+        from lance_namespace.errors import NamespaceNotFoundError
+
+        if not self.ids or self._namespace is None:
+            return ""
+        parts = self.ids[0]
+        for depth in range(1, len(parts)):
+            parent = parts[:depth]
+            try:
+                self._namespace.namespace_exists(NamespaceExistsRequest(id=parent))
+            except NamespaceNotFoundError:
+                name = join_identifier(parent)
+                if f"'{name}'" in message:
+                    return ""
+                return f"; namespace '{name}' does not exist"
+            except Exception:
+                return ""
+        return ""
 
     def close(self) -> None:
         if self._namespace is not None:
@@ -133,9 +165,14 @@ def spec_exit(
 ) -> typer.Exit:
     """Report a namespace error (or a summary of one) and give the exit to raise;
     ``document=False`` when the command's own JSON document already reports it."""
+    from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
+
     code = int(error.code)
     exit_code = EXIT_SPEC_BASE + code
-    text = scrub(message if message is not None else str(error), state.secrets())
+    text = message if message is not None else str(error)
+    if isinstance(error, (NamespaceNotFoundError, TableNotFoundError)):
+        text += state.missing_parent_hint(text)
+    text = scrub(text, state.secrets())
     state.output.error(text, exit_code, code, code_name(code), document=document)
     return typer.Exit(exit_code)
 
@@ -157,11 +194,11 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
         yield state
     except (typer.Exit, typer.Abort, typer.TyperException):
         raise
+    except ConfigError as error:  # before its base class, InvalidInputError
+        raise fail(str(error), EXIT_USAGE) from None
     except LanceNamespaceError as error:
         debug_traceback(state)
         raise spec_exit(state, error) from None
-    except ConfigError as error:
-        raise fail(str(error), EXIT_USAGE) from None
     except CliFailure as error:
         raise fail(str(error), error.exit_code) from None
     except (MetastoreError, FileNotFoundError) as error:
@@ -245,7 +282,7 @@ def main_callback(
         typer.Option(
             "--impl",
             metavar="IMPL",
-            help="glue, hive3, hive2 or a class path [env LANCE_METASTORE_IMPL]",
+            help=f"{impl_choices()} [env LANCE_METASTORE_IMPL]",
         ),
     ] = None,
     profile: Annotated[

@@ -11,12 +11,14 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -139,7 +141,8 @@ class RichOutput(Output):
         return self.err.is_terminal  # not into pipes and files
 
     def done(self, document: dict[str, Any], message: str) -> None:
-        self.out.print(Text(message))
+        # One line, never broken by us: the terminal wraps it and a copied path stays whole.
+        self.out.print(Text(message), soft_wrap=True)
 
     def line(self, document: dict[str, Any], text: str) -> None:
         print(text)
@@ -178,20 +181,39 @@ class RichOutput(Output):
         self.out.print(table)
 
     def tree(self, document: dict[str, Any], label: str) -> None:
-        tree = Tree(Text(label, style="bold"))
+        tree = Tree(WholePath(label, style="bold"))
         namespaces, tables = _add_branches(tree, document)
         self.out.print(tree)
         self.out.print(Text(f"{namespaces} namespace(s), {tables} table(s)", style="dim"))
 
     def table_description(self, document: dict[str, Any]) -> None:
         declared = document["declared_only"]
-        rows = [
-            ("table", join_identifier(document["id"])),
-            ("location", document["location"]),
-            ("data", "none yet (declared only)" if declared else "present"),
-            ("managed versioning", document["managed_versioning"]),
+        by_catalog = document["managed_by"] == "impl"
+        rows: list[tuple[str, Any]] = [
+            ("table", WholePath(join_identifier(document["id"]))),
+            ("location", WholePath(document["location"])),
+            ("format", document["format"]),
+            (
+                "commits",
+                f"managed by the catalog (managed_by={document['managed_by']})"
+                if by_catalog
+                else f"managed by Lance in storage (managed_by={document['managed_by']})",
+            ),
         ]
+        if declared:
+            rows.append(("data", "none yet (declared only)"))
+        else:
+            rows += [("version", document["version"]), ("rows", document["rows"])]
         self.out.print(key_values(rows))
+        if document["schema"] is not None:
+            schema = Table(title="schema", title_justify="left")
+            schema.add_column("column", overflow="fold")
+            schema.add_column("type", overflow="fold")
+            schema.add_column("nullable")
+            for column in document["schema"]:
+                nullable = "yes" if column["nullable"] else "no"
+                schema.add_row(Text(column["name"]), Text(column["type"]), Text(nullable))
+            self.out.print(schema)
         self._properties(document["properties"], "properties")
         if document["storage_options"]:
             self._properties(document["storage_options"], "storage options")
@@ -211,7 +233,7 @@ class RichOutput(Output):
         table = Table(title=title, title_justify="left")
         table.add_column("table", no_wrap=True)
         table.add_column("status")
-        table.add_column("location", overflow="fold")
+        table.add_column("location")
         rows = (
             [(e, "would register") for e in document["would_register"]]
             if document["dry_run"]
@@ -220,12 +242,20 @@ class RichOutput(Output):
             + [(e, f"failed: {e['error']}") for e in document["failed"]]
         )
         for entry, status in sorted(rows, key=lambda r: r[0]["table"]):
-            table.add_row(Text(join_identifier(entry["id"])), Text(status), Text(entry["location"]))
+            location = WholePath(entry["location"])
+            table.add_row(Text(join_identifier(entry["id"])), Text(status), location)
         self.out.print(table)
 
     def versions(self, document: dict[str, Any]) -> None:
-        title = f"{join_identifier(document['id'])} at {document['location']}"
-        table = Table(title=title, title_justify="left")
+        self.out.print(
+            key_values(
+                [
+                    ("table", WholePath(join_identifier(document["id"]))),
+                    ("location", WholePath(document["location"])),
+                ]
+            )
+        )
+        table = Table(title="versions", title_justify="left")
         table.add_column("version", justify="right")
         table.add_column("timestamp")
         table.add_column("rows", justify="right")
@@ -287,12 +317,76 @@ class RichOutput(Output):
             yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
+class WholePath:
+    """A path or URI kept whole for people: when it does not fit, it breaks after a ``/``,
+    never inside a name, and a single name longer than the line is shortened in the middle
+    with an ellipsis. ``--json`` always carries the full value."""
+
+    def __init__(self, path: str, style: str = "") -> None:
+        self.path = path
+        self.style = style
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        longest = max((len(part) for part in path_parts(self.path)), default=1)
+        return Measurement(min(longest, MIN_PATH_WIDTH), len(self.path)).clamp(
+            max_width=options.max_width
+        )
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in fold_path(self.path, options.max_width):
+            yield Text(line, style=self.style, no_wrap=True, overflow="ignore")
+
+
+# Narrower than this, a path is shortened rather than squeezed further by a table.
+MIN_PATH_WIDTH = 24
+ELLIPSIS = "…"
+
+
+# Where a path, URI or identifier may break: after a scheme's "://", a run of "/", a "$" or
+# spaces; never inside a name.
+BREAK_AFTER = re.compile(r".*?(?:://|/+|\$| +)|.+$")
+
+
+def path_parts(path: str) -> list[str]:
+    """The pieces a path may break between, each ending at its separator (kept)."""
+    return BREAK_AFTER.findall(path) or [path]
+
+
+def shorten_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, its middle replaced by an ellipsis."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    keep = width - 1
+    head = keep - keep // 2
+    tail = keep - head
+    return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+
+
+def fold_path(path: str, width: int) -> list[str]:
+    """``path`` in lines of at most ``width`` characters, broken only after separators."""
+    width = max(width, 1)
+    lines: list[str] = []
+    current = ""
+    for part in path_parts(path):
+        if len(current) + len(part) <= width:
+            current += part
+            continue
+        if current:
+            lines.append(current)
+        current = shorten_middle(part, width)
+    lines.append(current)
+    return lines
+
+
 def key_values(rows: Sequence[tuple[str, Any]]) -> Table:
     table = Table(show_header=False, box=None, pad_edge=False, title_justify="left")
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for key, value in rows:
-        table.add_row(Text(str(key)), Text("" if value is None else str(value)))
+        shown = value if isinstance(value, WholePath) else Text("" if value is None else str(value))
+        table.add_row(Text(str(key)), shown)
     return table
 
 
@@ -309,9 +403,9 @@ def _add_branches(branch: Tree, node: dict[str, Any]) -> tuple[int, int]:
     """Add a listing node's namespaces and tables to the tree; (namespaces, tables) counted."""
     namespaces, tables = len(node.get("namespaces") or []), len(node.get("tables") or [])
     for child in node.get("namespaces") or []:
-        sub = branch.add(Text(f"{child['name']}/", style="bold blue"))
+        sub = branch.add(WholePath(f"{child['name']}/", style="bold blue"))
         n, t = _add_branches(sub, child)
         namespaces, tables = namespaces + n, tables + t
     for table in node.get("tables") or []:
-        branch.add(Text(table))
+        branch.add(WholePath(table))
     return namespaces, tables

@@ -469,7 +469,11 @@ class GlueNamespace(CatalogNamespace):
         if isinstance(
             error, (bx.NoCredentialsError, bx.PartialCredentialsError, bx.CredentialRetrievalError)
         ):
-            return UnauthenticatedError(f"No usable AWS credentials to {context}: {error}")
+            return UnauthenticatedError(
+                f"No usable AWS credentials to {context}: {error}; set the access_key_id and "
+                "secret_access_key properties, profile_name, or AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY"
+            )
         if isinstance(error, bx.NoRegionError):
             return InvalidInputError(f"No AWS region to {context}: set the 'region' property")
         if isinstance(error, bx.ProfileNotFound):
@@ -486,7 +490,10 @@ class GlueNamespace(CatalogNamespace):
                 bx.HTTPClientError,
             ),
         ):
-            return ServiceUnavailableError(f"Glue is unreachable to {context}: {error}")
+            return ServiceUnavailableError(
+                f"Glue is unreachable to {context}: {error}; check the 'endpoint' and 'region' "
+                "properties"
+            )
         return None
 
     # ----------------------------------------------------------------------------------------

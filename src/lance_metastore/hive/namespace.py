@@ -236,9 +236,12 @@ class _HiveNamespace(CatalogNamespace):
             return ServiceUnavailableError(f"Kerberos unavailable to {context}: {error}")
         if isinstance(error, TRANSPORT_ERRORS):
             uris = ",".join(str(s) for s in self._servers)
+            hint = security_hint(error, self._security) or (
+                "; is it running? check the 'uri' property, or start one with "
+                "`lance-metastore hms start`"
+            )
             return ServiceUnavailableError(
-                f"Hive Metastore {uris} unreachable to {context}: {error}"
-                f"{security_hint(error, self._security)}"
+                f"Hive Metastore {uris} unreachable to {context}: {error}{hint}"
             )
         if isinstance(error, TApplicationException):
             if error.type == TApplicationException.UNKNOWN_METHOD:
@@ -343,13 +346,14 @@ class _HiveNamespace(CatalogNamespace):
             raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
         except ttypes.NoSuchObjectException:
             raise lance_error(
-                NamespaceNotFoundError, f"catalog {describe(path[:-1])} of {describe(path)}"
+                NamespaceNotFoundError, f"parent catalog {describe(path[:-1])} of {describe(path)}"
             ) from None
         except ttypes.InvalidObjectException as error:
             # HMS 3 answers a missing catalog with InvalidObjectException("No such catalog").
             if len(path) > 1 and not self._check_catalog(path[0]):
                 raise lance_error(
-                    NamespaceNotFoundError, f"catalog {describe(path[:-1])} of {describe(path)}"
+                    NamespaceNotFoundError,
+                    f"parent catalog {describe(path[:-1])} of {describe(path)}",
                 ) from None
             raise InvalidInputError(
                 f"Hive Metastore refused namespace {describe(path)}: {error.message}"
@@ -1022,7 +1026,7 @@ class Hive3Namespace(_HiveNamespace):
             return
         if not self._check_catalog(path[0]):
             raise lance_error(
-                NamespaceNotFoundError, f"catalog {describe(path[:1])} of {describe(path)}"
+                NamespaceNotFoundError, f"parent catalog {describe(path[:1])} of {describe(path)}"
             )
         self._create_database(path, properties)
 

@@ -7,6 +7,10 @@ values keep their case). Two ways to name a table:
   ``$``-joined (option ``delimiter`` changes that), and every option that is not one of the
   data source's own (:data:`SOURCE_OPTIONS`) is a property of the namespace
   (``uri``, ``root``, ``region``, ``storage.aws_endpoint``, ...).
+- ``profile`` set: as with ``impl``, and the settings are resolved as ``lance-metastore
+  --profile`` resolves them (:mod:`lance_metastore.rules.profiles`): the options win over the
+  ``LANCE_METASTORE_*`` environment, which wins over the profile; ``impl`` may come from the
+  profile. Option ``config`` names the config file.
 - no ``impl``: the path is a Lance dataset URI, read and written with no catalog; the
   ``storage.*`` options are Lance storage options.
 
@@ -31,6 +35,8 @@ from ..rules.redaction import STORAGE_PREFIX, VENDED_CREDENTIALS_MARKER
 SOURCE_OPTIONS = frozenset(
     {
         "impl",
+        "profile",
+        "config",
         "path",
         "delimiter",
         "version",
@@ -198,18 +204,49 @@ def parse_target(options: Mapping[str, str]) -> Target:
             "load()/save(), or set option 'path'. " + SQL_TABLE_HINT
         )
     extra = {k: v for k, v in opts.items() if k not in SOURCE_OPTIONS and not k.startswith("__")}
+    profile = opts.get("profile", "").strip() or None
+    if profile is not None:
+        impl, extra = from_profile(profile, opts.get("config", "").strip() or None, impl, extra)
     if impl is None:
+        from ..impls import impl_choices
+
         unknown = sorted(k for k in extra if not k.startswith(STORAGE_PREFIX))
         if unknown:
             raise OptionError(
                 f"Unknown options {unknown} for a Lance dataset path {path!r}: without option "
-                "'impl' (glue, hive2, hive3 or a namespace class) only storage.* options apply"
+                f"'impl' ({impl_choices()}) or 'profile' only storage.* options apply"
             )
         storage = {k[len(STORAGE_PREFIX) :]: v for k, v in extra.items()}
         return Target(path, None, {}, None, storage or None)
     check_impl(impl)
     table_id = parse_identifier(path, opts.get("delimiter") or DELIMITER)
     return Target(path, impl, extra, table_id, None)
+
+
+def from_profile(
+    profile: str, config: str | None, impl: str | None, options: dict[str, str]
+) -> tuple[str, dict[str, str]]:
+    """(impl, properties) of the options over the environment over the profile."""
+    from ..impls import declared_properties, impl_choices
+    from ..rules.profiles import ProfileError, resolve
+
+    try:
+        resolved = resolve(
+            impl=impl,
+            impl_source="option impl",
+            properties=options,
+            profile=profile,
+            config=config,
+            declared_properties=declared_properties,
+        )
+    except ProfileError as error:
+        raise OptionError(f"Option 'profile': {error}") from None
+    if not resolved.impl:
+        raise OptionError(
+            f"Option 'profile': profile {profile!r} sets no impl: set option 'impl' "
+            f"({impl_choices()}) or impl in the profile"
+        )
+    return resolved.impl, resolved.properties
 
 
 def check_impl(impl: str) -> None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from lance_namespace.errors import LanceNamespaceError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -11,7 +17,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import LongType, StructType
 
-from .options import bool_option, parse_target
+from .options import OptionError, bool_option, parse_target
 from .reader import (
     DEFAULT_PARTITIONS,
     ROW_ADDRESS,
@@ -25,6 +31,32 @@ from .reader import select_columns as _select_columns
 from .streaming import LanceStreamReader, stream_writer
 from .types import spark_schema
 from .writer import LanceWriter, plan_write
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+# Errors whose message says what to do: the person needs that line, not our frames.
+ACTIONABLE_ERRORS = (LanceNamespaceError, OptionError)
+
+
+def one_line_errors(method: Method) -> Method:
+    """Make an actionable error the first line Spark shows after its own prefix.
+
+    These methods run in the Python worker Spark starts to plan a read or write, which sends
+    the error to the driver formatted with its traceback unless ``SPARK_HIDE_TRACEBACK`` is
+    set (pyspark.util.handle_worker_exception). For our own actionable errors the traceback
+    is dropped and that variable set in this planning worker, so the text after Spark's
+    prefix is ``ErrorClass: message``; any other error keeps its whole traceback.
+    """
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except ACTIONABLE_ERRORS as error:
+            os.environ.setdefault("SPARK_HIDE_TRACEBACK", "1")
+            raise error.with_traceback(None) from None
+
+    return wrapper  # type: ignore[return-value]
 
 
 class LanceDataSource(DataSource):
@@ -46,6 +78,7 @@ class LanceDataSource(DataSource):
     def _resolve(self) -> Snapshot:
         return resolve_snapshot(parse_target(self.options), self.options)
 
+    @one_line_errors
     def schema(self) -> StructType:
         snapshot = self._resolve()
         schema = spark_schema(snapshot.schema, _select_columns(snapshot, self.options, None))
@@ -53,18 +86,22 @@ class LanceDataSource(DataSource):
             schema = schema.add(ROW_ADDRESS, LongType(), nullable=False)
         return schema
 
+    @one_line_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         snapshot = self._resolve()
         pushdown = bool_option(self.options, "pushdown", True) and pushdown_supported()
         cls = FilteringLanceReader if pushdown else LanceReader
         return cls(snapshot, schema, self.options, self.default_partitions)
 
+    @one_line_errors
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return LanceWriter(plan_write(self.options, schema, overwrite))
 
+    @one_line_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """Append mode appends each micro-batch; complete mode (``overwrite``) replaces."""
         return stream_writer(plan_write(self.options, schema, overwrite), self.options, overwrite)
 
+    @one_line_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return LanceStreamReader(self._resolve(), schema, self.options)

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.identifiers import join_identifier
 from ...rules.schema import catalog_columns
 from ..app import CliFailure, JsonFlag, running
 
@@ -70,7 +70,7 @@ def add_columns_command(
     from lance_namespace import AlterTableAddColumnsRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         columns = [_split_definition(d) for d in definitions]
         ns = state.namespace()
         response = ns.alter_table_add_columns(
@@ -92,7 +92,7 @@ def drop_columns_command(
     from lance_namespace import AlterTableDropColumnsRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         ns = state.namespace()
         response = ns.alter_table_drop_columns(
             AlterTableDropColumnsRequest(id=parts, columns=list(columns))
@@ -129,7 +129,7 @@ def alter_column_command(
     with running(ctx, json_flag) as state:
         if rename is None and data_type is None and nullable is None:
             raise CliFailure("nothing to change: give --rename, --type or --nullable/--not-null")
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         alteration: dict[str, Any] = {"path": column}
         if rename is not None:
             alteration["rename"] = rename
@@ -164,8 +164,8 @@ def rename_table_command(
     from lance_namespace import RenameTableRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
-        target = list(parse_identifier(namespace)) if namespace is not None else parts[:-1]
+        parts = state.identify(identifier)
+        target = state.identify(namespace) if namespace is not None else parts[:-1]
         state.namespace().rename_table(
             RenameTableRequest(id=parts, new_table_name=new_name, new_namespace_id=target)
         )

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.identifiers import join_identifier
 from ...rules.redaction import masked
 from ..app import JsonFlag, running
 from ..config import ConfigError
@@ -148,7 +148,7 @@ def ls_command(
     """List namespaces and Lance tables as a tree."""
     with running(ctx, json_flag) as state:
         ns = state.namespace()
-        path = list(parse_identifier(namespace))
+        path = state.identify(namespace)
         with state.output.spinner("listing") as describe:
             tree = build_tree(ns, describe, path, recursive, page_size)
         label = join_identifier(path) or f"(root) {ns.namespace_id()}"
@@ -174,16 +174,41 @@ def describe_table_doc(ns: Any, parts: list[str]) -> dict[str, Any]:
     response = ns.describe_table(DescribeTableRequest(id=list(parts), check_declared=True))
     namespace = list(response.namespace or parts[:-1])
     table = response.table or parts[-1]
-    return {
+    properties = dict(response.properties or {})
+    document: dict[str, Any] = {
         "kind": "table",
         "id": [*namespace, table],
         "namespace": namespace,
         "table": table,
         "location": response.location,
-        "declared_only": response.is_only_declared,
-        "managed_versioning": response.managed_versioning,
-        "properties": dict(response.properties or {}),
+        "format": (properties.get("table_type") or "lance").lower(),
+        "declared_only": bool(response.is_only_declared),
+        "managed_versioning": bool(response.managed_versioning),
+        "managed_by": properties.get("managed_by", "storage"),
+        "version": None,
+        "rows": None,
+        "schema": None,
+        "properties": properties,
         "storage_options": masked(response.storage_options),
+    }
+    if not response.is_only_declared:
+        document.update(dataset_facts(ns, [*namespace, table]))
+    return document
+
+
+def dataset_facts(ns: Any, table_id: list[str]) -> dict[str, Any]:
+    """The current version, row count and schema of a table's dataset (opened through the
+    namespace, as every Lance client opens it)."""
+    import lance
+
+    dataset = lance.dataset(namespace_client=ns, table_id=list(table_id))
+    return {
+        "version": int(dataset.version),
+        "rows": int(dataset.count_rows()),
+        "schema": [
+            {"name": field.name, "type": str(field.type), "nullable": bool(field.nullable)}
+            for field in dataset.schema
+        ],
     }
 
 
@@ -227,7 +252,7 @@ def describe_command(
         if table and namespace:
             raise ConfigError("--table and --namespace exclude each other")
         ns = state.namespace()
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         if table:
             document = describe_table_doc(ns, parts)
         elif namespace or not parts:

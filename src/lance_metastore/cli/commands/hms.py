@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..app import EXIT_NOT_RUNNING, JsonFlag, running
+from ..app import EXIT_NOT_RUNNING, CliFailure, JsonFlag, running
 from ..config import ENV_HMS_DATA_DIR
 
 # Shared with scripts/demo.sh, so the CLI finds what the demo made.
@@ -118,9 +118,14 @@ def hms_start(
         try:
             with state.output.spinner(f"starting the metastore in {directory} (takes ~15 s)"):
                 metastore.start()
-        except MetastoreAlreadyRunningError:
+        except MetastoreAlreadyRunningError as error:
             if not exist_ok:
-                raise
+                running_one = str(error).split(";")[0]
+                where = f" --data-dir {directory}" if data_dir is not None else ""
+                raise CliFailure(
+                    f"{running_one}: reuse it with `lance-metastore hms start{where} --exist-ok` "
+                    f"(prints its uri), or stop it first with `lance-metastore hms stop{where}`"
+                ) from None
             metastore = LocalMetastore.from_data_dir(directory)
             already = True
         document = {**status_document(metastore.status()), "already_running": already}

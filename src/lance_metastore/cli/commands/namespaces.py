@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.identifiers import join_identifier
 from ..app import JsonFlag, PropList, running
 from ..config import parse_assignments
 
@@ -40,7 +40,7 @@ def create_namespace_command(
 
     with running(ctx, json_flag) as state:
         properties = parse_assignments(prop or [])
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         request = CreateNamespaceRequest(
             id=parts, mode=_SPEC_CREATE_MODE[mode.value], properties=properties or None
         )
@@ -66,7 +66,7 @@ def drop_namespace_command(
     from lance_namespace.errors import NamespaceNotFoundError
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         ns = state.namespace()
         existed = True
         if skip_missing:

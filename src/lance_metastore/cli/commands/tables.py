@@ -12,7 +12,7 @@ import typer
 
 from ...rules.bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
 from ...rules.errors import scrub
-from ...rules.identifiers import join_identifier, parse_identifier
+from ...rules.identifiers import join_identifier
 from ...rules.locations import DATA_KEPT_KEY
 from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
@@ -54,7 +54,7 @@ def declare_command(
     from lance_namespace import DeclareTableRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         response = state.namespace().declare_table(
             DeclareTableRequest(
                 id=parts,
@@ -90,7 +90,7 @@ def register_command(
     from lance_namespace import RegisterTableRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         response = state.namespace().register_table(
             RegisterTableRequest(
                 id=parts,
@@ -164,7 +164,7 @@ def register_many_command(
 ) -> None:
     """Register every Lance dataset found under DIR (table name: directory minus .lance)."""
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(namespace))
+        parts = state.identify(namespace)
         ns = state.namespace()
         with state.output.progress("registering") as update:
             result = register_many(
@@ -194,7 +194,7 @@ def deregister_command(
     from lance_namespace import DeregisterTableRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         response = state.namespace().deregister_table(DeregisterTableRequest(id=parts))
         document = {"id": list(response.id or parts), "location": response.location}
         message = f"deregistered {join_identifier(parts)} (data kept at {response.location})"
@@ -211,7 +211,7 @@ def drop_table_command(
     from lance_namespace import DescribeTableRequest, DropTableRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         ns = state.namespace()
         if not yes:
             described = ns.describe_table(DescribeTableRequest(id=parts))
@@ -242,7 +242,7 @@ def versions_command(
     from lance_namespace import DescribeTableRequest
 
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         ns = state.namespace()
         # Describing first gives the catalog's own errors (codes) and finds declared tables.
         described = ns.describe_table(DescribeTableRequest(id=parts, check_declared=True))
@@ -270,7 +270,7 @@ def sync_columns_command(
     """Set a table's catalog columns from its dataset's schema (after another writer, such as
     pylance or lancedb, changed it; reads never write the catalog)."""
     with running(ctx, json_flag) as state:
-        parts = list(parse_identifier(identifier))
+        parts = state.identify(identifier)
         ns = state.namespace()
         sync = getattr(ns, "sync_table_columns", None)
         if sync is None:
