@@ -153,6 +153,12 @@ def calls_since(outcomes: list[Outcome], start: float, count: int) -> bool:
     return len(window(outcomes, start, float("inf"))) >= count
 
 
+def every_worker_since(outcomes: list[Outcome], start: float) -> bool:
+    """Each worker finished a call since ``start``: a call in flight then is over."""
+    workers = {o.table.split("_")[1] for o in window(outcomes, start, float("inf"))}
+    return len(workers) == WORKERS
+
+
 def failed_since(outcomes: list[Outcome], start: float) -> bool:
     return any(o.error for o in window(outcomes, start, float("inf")))
 
@@ -256,6 +262,8 @@ def test_glue_faults_mid_run_are_retried_then_reported(glue, tmp_path):
             if round_ % 4 == 3:  # a read held past the read timeout: retried too
                 emulator.inject_delay(READS[round_ % 3], 2.5, times=1)
             wait_until(lambda: emulator.pending_faults() == 0, 30, f"a call meeting fault {round_}")
+            met = time.monotonic()  # the next fault only once the call that met this one is over
+            wait_until(lambda m=met: every_worker_since(outcomes, m), 60, "every worker past it")
         wait_until(lambda: calls_since(outcomes, flaky, 11), 60, "11 calls during the faults")
         outage = time.monotonic()
         emulator.inject_fault("*", "ServiceUnavailableException", 503, times=10**6)
