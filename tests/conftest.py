@@ -9,7 +9,7 @@ parameter naming a backend fixture) a fixture listed in ``FIXTURE_MARKERS`` gets
 so ``-m "not jvm"`` or ``-m "not spark"`` select by what a test starts. ``--fast`` (the tier of
 ``scripts/test.sh --fast``) keeps one backend per family (``FAST_BACKENDS``: Hive 2 on the
 session's HMS 2.3, Glue on the emulator) and leaves out tests marked ``spark``, ``jvm`` or
-``slow``.
+``slow``, and property-based tests draw at most ``support.examples.FAST_EXAMPLES`` examples.
 
 Set ``LANCE_METASTORE_TEST_GLUE_REAL=1`` (see tests/support/glue_emulator.py) to run the Glue
 tests against real AWS Glue instead; emulator-only tests then skip.
@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import support.examples
 from support.glue_emulator import GlueEmulator, StockMotoServer, glue_endpoint_from_env
 from support.harness import GlueHarness, Harness, HiveHarness
 
@@ -82,6 +83,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="one backend per family (hive2 on HMS 2.3, glue on the emulator), "
         "no Spark, no JVM besides the session's HMS 2.3, no slow tests",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # before the test modules are imported: their @settings(max_examples=examples(n)) read it
+    support.examples.fast = bool(config.getoption("--fast"))
 
 
 def _fixture_closure(item: pytest.Item) -> set[str]:
