@@ -72,7 +72,7 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
 }
 # One backend per family for ``--fast``; parameters naming the other backends are left out.
 FAST_BACKENDS = {"glue", "hive2"}
-BACKEND_FIXTURES = {str(getattr(b, "values", [b])[0]) for b in BACKENDS}
+BACKEND_FIXTURES = {str(getattr(b, "values", [b])[0]).replace("-", "_") for b in BACKENDS}
 FAST_LEAVES_OUT = {"spark", "jvm", "slow"}
 
 
