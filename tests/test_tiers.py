@@ -38,7 +38,11 @@ def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms() 
     assert {node.split("[")[0] for node in fast_behaviour} == behaviours
     assert {backend_of(node) for node in fast_behaviour} == {"glue", "hive2"}
     assert len(fast_behaviour) == 2 * len(behaviours)
-    assert not [node for node in fast if node.startswith(SPARK)]
+    # test_spark.py's tests that start no Spark (pure functions) stay; those on `spark` go
+    assert not [node for node in fast if node.startswith(f"{SPARK}::test_save_modes")]
+    assert len([n for n in fast if n.startswith(SPARK)]) < len(
+        [n for n in every if n.startswith(SPARK)]
+    )
     assert not [node for node in fast if node.endswith(("[3.1]", "[4]"))]
     assert any(node.startswith(HIVE) for node in fast)  # the HMS 2.3 tests stay
 
