@@ -125,13 +125,14 @@ def thrift_calls(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 HMS3_SERVERS = {"3.1": "hms31_uri", "4": "hms4_uri"}
 
 
-@pytest.fixture(scope="module", params=list(HMS3_SERVERS))
+# The parameters name the fixtures, so the tests get their markers (hms31, hms4, jvm).
+@pytest.fixture(scope="module", params=list(HMS3_SERVERS.values()), ids=list(HMS3_SERVERS))
 def hms3(request: pytest.FixtureRequest) -> SimpleNamespace:
     if os.environ.get(HMS3_URI_ENV):
-        if request.param != "3.1":
+        if request.param != "hms31_uri":
             pytest.skip(f"{HMS3_URI_ENV} names the one metastore to test")
         return SimpleNamespace(uri=os.environ[HMS3_URI_ENV])
-    return SimpleNamespace(uri=request.getfixturevalue(HMS3_SERVERS[request.param]))
+    return SimpleNamespace(uri=request.getfixturevalue(request.param))
 
 
 def _wipe_catalog(uri: str, catalog: str) -> None:
