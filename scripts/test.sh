@@ -3,10 +3,26 @@
 # but the `slow` tier first, then the `slow` tier (minutes-long endurance runs such as five
 # 2M-row CTAS in a row). Both must pass; a tier that selects no test (pytest's exit 5, e.g.
 # when arguments narrow the run to other tests) counts as passed.
+#
+#   bash scripts/test.sh            the full suite, every backend (what CI runs)
+#   bash scripts/test.sh --fast     lint, types, and every test once on one backend per
+#                                   family (hive2 on HMS 2.3, glue on the emulator), without
+#                                   Spark, other JVM servers or the `slow` tier
+#
+# The full suite runs test files in parallel (pytest-xdist, `--dist loadfile`: a file's tests
+# stay in one worker, each worker starts the session servers its files need);
+# LANCE_METASTORE_TEST_WORKERS sets the number of workers (default 2, 0 runs in this process).
+# --fast runs in one process, so the HMS 2.3 starts once. Further arguments go to pytest.
 # Starts every server it needs itself (Hive Metastore, Glue/STS/S3 endpoint, Spark) on
 # 127.0.0.1 with ports chosen by the OS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
 
 bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
@@ -16,15 +32,28 @@ lint_paths=()
 for path in src tests benchmarks examples; do [ -e "$path" ] && lint_paths+=("$path"); done
 .venv/bin/ruff check "${lint_paths[@]}"
 .venv/bin/ruff format --check "${lint_paths[@]}"
+if grep -q '^\[tool\.mypy\]' pyproject.toml; then
+  .venv/bin/python -m mypy
+fi
+
+workers="${LANCE_METASTORE_TEST_WORKERS:-2}"
+parallel=()
+if [ "$fast" -eq 0 ] && [ "$workers" != "0" ]; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
 
 run_tier() {
   local status=0
-  .venv/bin/python -m pytest -q -p no:cacheprovider -m "$1" "${@:2}" || status=$?
+  .venv/bin/python -m pytest -q -p no:cacheprovider "${parallel[@]}" -m "$1" "${@:2}" || status=$?
   if [ "$status" -eq 5 ]; then
     echo "test.sh: no test in the tier -m '$1'" >&2
     status=0
   fi
   return "$status"
 }
+if [ "$fast" -eq 1 ]; then
+  run_tier "not slow" --fast "$@"
+  exit 0
+fi
 run_tier "not slow" "$@"
 run_tier "slow" "$@"

@@ -4,6 +4,13 @@
 - ``stock_moto``: moto's server as shipped (no catalog API, no VersionId checks).
 - ``backend``: a harness per backend, parametrizing the behaviour suite.
 
+Markers come from fixtures: a test that uses (directly, through another fixture, or through a
+parameter naming a backend fixture) a fixture listed in ``FIXTURE_MARKERS`` gets its markers,
+so ``-m "not jvm"`` or ``-m "not spark"`` select by what a test starts. ``--fast`` (the tier of
+``scripts/test.sh --fast``) keeps one backend per family (``FAST_BACKENDS``: Hive 2 on the
+session's HMS 2.3, Glue on the emulator) and leaves out tests marked ``spark``, ``jvm`` or
+``slow``, and property-based tests draw at most ``support.examples.FAST_EXAMPLES`` examples.
+
 Set ``LANCE_METASTORE_TEST_GLUE_REAL=1`` (see tests/support/glue_emulator.py) to run the Glue
 tests against real AWS Glue instead; emulator-only tests then skip.
 """
@@ -22,6 +29,7 @@ from hypothesis import HealthCheck, settings
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import support.examples
 from support.glue_emulator import GlueEmulator, StockMotoServer, glue_endpoint_from_env
 from support.harness import GlueHarness, Harness, HiveHarness
 
@@ -51,11 +59,101 @@ BACKENDS = [
     pytest.param("hive3_hms4", id="hive3-4"),
 ]
 
+# The fixtures that start Spark or a server of their own, and the markers their tests get.
+# The session's HMS 2.3 (``hive_metastore_uri``) is the fast tier's Hive server: no marker.
+FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
+    "spark_installed": ("spark",),
+    "java": ("jvm",),
+    "spare_metastore": ("jvm",),
+    "hms31_uri": ("jvm", "hms31"),
+    "hms4_uri": ("jvm", "hms4"),
+    "kdc": ("kerberos",),
+    "kerberized_metastore": ("jvm", "kerberos"),
+}
+# One backend per family for ``--fast``; parameters naming the other backends are left out.
+FAST_BACKENDS = {"glue", "hive2"}
+BACKEND_FIXTURES = {str(getattr(b, "values", [b])[0]).replace("-", "_") for b in BACKENDS}
+FAST_LEAVES_OUT = {"spark", "jvm", "slow"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="one backend per family (hive2 on HMS 2.3, glue on the emulator), "
+        "no Spark, no JVM besides the session's HMS 2.3, no slow tests",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # before the test modules are imported: their @settings(max_examples=examples(n)) read it
+    support.examples.fast = bool(config.getoption("--fast"))
+
+
+def _fixture_closure(item: pytest.Item) -> set[str]:
+    """The fixtures an item uses, including those a parameter names (``backend``'s params,
+    ``getfixturevalue(param)``), each with the fixtures it requests in turn."""
+    names = set(getattr(item, "fixturenames", ()))
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None:
+        names |= {v.replace("-", "_") for v in callspec.params.values() if isinstance(v, str)}
+    manager = item.session._fixturemanager
+    pending, seen = list(names), set()
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for definition in manager.getfixturedefs(name, item) or ():
+            pending.extend(definition.argnames)
+    return seen
+
+
+def _named_backends(item: pytest.Item) -> set[str]:
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return set()
+    values = {v.replace("-", "_") for v in callspec.params.values() if isinstance(v, str)}
+    return values & BACKEND_FIXTURES
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        used = _fixture_closure(item)
+        for fixture, markers in FIXTURE_MARKERS.items():
+            if fixture in used:
+                for marker in markers:
+                    item.add_marker(marker)
+    if not config.getoption("--fast"):
+        return
+    kept, left_out = [], []
+    for item in items:
+        markers = {mark.name for mark in item.iter_markers()}
+        if markers & FAST_LEAVES_OUT or _named_backends(item) - FAST_BACKENDS:
+            left_out.append(item)
+        else:
+            kept.append(item)
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
 # Run the Hive tests against an existing metastore instead of starting one from the pyspark
 # wheel (e.g. a real Hive 3 or 4 metastore): thrift://host:port
 HMS_URI_ENV = "LANCE_METASTORE_TEST_HMS_URI"
 
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="session")
+def java() -> str:
+    """The ``java`` executable, for tests that start a JVM of their own (marks them ``jvm``)."""
+    from lance_metastore.hive.local import JavaNotFoundError, java_executable
+
+    try:
+        return str(java_executable())
+    except JavaNotFoundError as error:
+        pytest.skip(str(error))
 
 
 @pytest.fixture(scope="session")
@@ -242,9 +340,15 @@ def hive_kerberos(kerberized_metastore: Any, tmp_path: Path) -> HiveHarness:
 
 
 @pytest.fixture(scope="session")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One local[2] SparkSession for the whole test session (format "lance" registered)."""
+def spark_installed() -> None:
+    """For tests that start Spark (in this process or another): skips without pyspark, and
+    marks them ``spark``."""
     pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="session")
+def spark(spark_installed: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One local[2] SparkSession for the whole test session (format "lance" registered)."""
     from support.spark import local_session
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")

@@ -59,6 +59,7 @@ from lance_namespace import (
 )
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pydantic import BaseModel
+from support.examples import examples
 from support.harness import HIVE_NAME, Harness
 
 INVALID = ErrorCode.INVALID_INPUT
@@ -345,7 +346,7 @@ def bad_ids(backend: Harness, shape: list[str], lengths: range) -> st.SearchStra
 # ---------------------------------------------------------------------------------------------
 
 
-@settings(max_examples=25)
+@settings(max_examples=examples(25))
 @given(data=st.data())
 def test_bad_identifiers_answer_13_and_change_nothing(backend: Harness, world: World, data):
     namespace_id = data.draw(
@@ -402,7 +403,7 @@ def _items(page: Any) -> list:
     return [version.version for version in page.versions]
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(data=st.data())
 def test_names_follow_the_catalogs_rules(backend: Harness, world: World, data):
     name = data.draw(names(backend), label="name")
@@ -547,7 +548,7 @@ def expect_refused(cls: type, properties: dict[str, Any], naming: str) -> None:
     pytest.fail(f"{cls.__name__} accepted {properties!r:.300}")
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(data=st.data())
 def test_unknown_and_malformed_properties_answer_13(backend: Harness, data):
     cls, properties = backend.namespace_class(), backend.properties()
@@ -617,7 +618,7 @@ def bad_namespace_properties(backend: Harness) -> st.SearchStrategy[Any]:
     )
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(data=st.data())
 def test_bad_namespace_properties_and_modes_answer_13(backend: Harness, world: World, data):
     ns, fresh = world.ns, backend.db("fresh")
@@ -709,7 +710,7 @@ def test_known_bad_page_tokens_and_limits_answer_13(backend: Harness, world: Wor
     world.unchanged.check("bad page tokens and limits")
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(data=st.data())
 def test_bad_page_tokens_and_limits_answer_13(backend: Harness, world: World, data):
     ns = world.ns
@@ -737,7 +738,7 @@ def test_bad_page_tokens_and_limits_answer_13(backend: Harness, world: World, da
     world.unchanged.check("bad page tokens and limits")
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(data=st.data())
 def test_tokens_of_another_listing_continue_after_their_name(backend: Harness, world: World, data):
     """A page token is a position in the sorted names (the last one returned), not a handle:
@@ -808,7 +809,7 @@ def test_known_tables_that_are_not_lance_tables(backend: Harness, world: World):
         check_not_lance(backend, world, "ice", table_type, kind)
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(data=st.data())
 def test_tables_that_are_not_lance_tables(backend: Harness, world: World, data):
     table_type, kind = data.draw(NOT_LANCE, label="table_type parameter and table type")
@@ -912,7 +913,7 @@ def valid_request(world: World, operation: str) -> dict[str, Any]:
     return with_id(world, operation, ident)
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(data=st.data())
 def test_garbage_requests_answer_13(backend: Harness, world: World, data):
     ns = world.ns

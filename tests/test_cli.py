@@ -492,15 +492,8 @@ def stopped_at_exit(data_dir: Path) -> Iterator[None]:
             LocalMetastore.from_data_dir(data_dir).stop()
 
 
-@pytest.mark.jvm
 @pytest.mark.timeout(240)
-def test_hms_start_status_stop(tmp_path: Path) -> None:
-    from lance_metastore.hive.local import JavaNotFoundError, java_executable
-
-    try:
-        java_executable()
-    except JavaNotFoundError as error:
-        pytest.skip(str(error))
+def test_hms_start_status_stop(java: str, tmp_path: Path) -> None:
     data_dir = tmp_path / "hms"
     cli = Cli()
     stopped = cli("hms", "status", "--data-dir", str(data_dir), code=3)
@@ -530,17 +523,10 @@ def test_hms_start_status_stop(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.jvm
 @pytest.mark.timeout(240)
-def test_hms_start_version_4(tmp_path: Path) -> None:
+def test_hms_start_version_4(java: str, tmp_path: Path) -> None:
     """``hms start --version 4`` runs Hive Metastore 4.0.1 (fetched by scripts/setup.sh); the
     data directory remembers it, so status and a later start need no flag."""
-    from lance_metastore.hive.local import JavaNotFoundError, java_executable
-
-    try:
-        java_executable()
-    except JavaNotFoundError as error:
-        pytest.skip(str(error))
     cli = Cli()
     bad = cli("hms", "start", "--data-dir", str(tmp_path / "bad"), "--version", "9", code=1)
     assert "unknown Hive Metastore version '9'" in bad.stderr

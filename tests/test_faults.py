@@ -35,6 +35,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.connections import our_connections_to
 from support.glue_emulator import glue_endpoint_from_env
 from support.tcp_front import TcpFront
+from support.waiting import wait_until
 
 from lance_metastore import Hive2Namespace
 from lance_metastore.hive.local import thrift_client
@@ -144,7 +145,22 @@ def assert_nothing_lost(ns: Any, db: list[str], outcomes: list[Outcome]) -> None
 
 
 def window(outcomes: list[Outcome], start: float, end: float) -> list[Outcome]:
-    return [o for o in outcomes if start <= o.finished < end]
+    return [o for o in list(outcomes) if start <= o.finished < end]
+
+
+def calls_since(outcomes: list[Outcome], start: float, count: int) -> bool:
+    """At least ``count`` calls finished since ``start`` (the workers got on with it)."""
+    return len(window(outcomes, start, float("inf"))) >= count
+
+
+def every_worker_since(outcomes: list[Outcome], start: float) -> bool:
+    """Each worker finished a call since ``start``: a call in flight then is over."""
+    workers = {o.table.split("_")[1] for o in window(outcomes, start, float("inf"))}
+    return len(workers) == WORKERS
+
+
+def failed_since(outcomes: list[Outcome], start: float) -> bool:
+    return any(o.error for o in window(outcomes, start, float("inf")))
 
 
 def assert_only_namespace_errors(outcomes: list[Outcome], codes: set[ErrorCode]) -> None:
@@ -166,16 +182,22 @@ def test_metastore_dies_mid_run_fails_over_then_recovers(spare_metastore, tmp_pa
     stop = threading.Event()
     outcomes, threads = run_workers(ns, [db], tmp_path / "datasets", stop)
     try:
-        time.sleep(2)
+        wait_until(lambda: calls_since(outcomes, 0, 20), 60, "20 calls before the first fault")
         front_killed = time.monotonic()
         front.kill()  # the preferred metastore dies: fail over to the second URI
-        time.sleep(2)
+        wait_until(
+            lambda: calls_since(outcomes, front_killed, 20), 60, "20 calls on the second URI"
+        )
         metastore_killed = time.monotonic()
         spare_metastore.kill()  # SIGKILL: no metastore left
-        time.sleep(1.5)
+        wait_until(
+            lambda: failed_since(outcomes, metastore_killed + 0.5), 30, "a call failing fast"
+        )
         spare_metastore.start()  # the same data, the same port
         restarted = time.monotonic()
-        time.sleep(2)
+        wait_until(
+            lambda: calls_since(outcomes, restarted + 0.5, 20), 60, "20 calls after the restart"
+        )
     finally:
         stop.set()
         for thread in threads:
@@ -232,20 +254,28 @@ def test_glue_faults_mid_run_are_retried_then_reported(glue, tmp_path):
     outcomes, threads = run_workers(ns, db, tmp_path / "datasets", stop)
     emulator = glue.emulator
     try:
-        time.sleep(1.5)
+        wait_until(lambda: calls_since(outcomes, 0, 10), 60, "10 calls before the faults")
         flaky = time.monotonic()
         for round_ in range(12):  # one fault at a time: every one of them is retried away
             error_code, status = TRANSIENT_FAULTS[round_ % 3]
             emulator.inject_fault("*", error_code, status, times=1)
             if round_ % 4 == 3:  # a read held past the read timeout: retried too
                 emulator.inject_delay(READS[round_ % 3], 2.5, times=1)
-            time.sleep(0.25)
+            wait_until(lambda: emulator.pending_faults() == 0, 30, f"a call meeting fault {round_}")
+            met = time.monotonic()  # the next fault only once the call that met this one is over
+            wait_until(lambda m=met: every_worker_since(outcomes, m), 60, "every worker past it")
+        wait_until(lambda: calls_since(outcomes, flaky, 11), 60, "11 calls during the faults")
         outage = time.monotonic()
         emulator.inject_fault("*", "ServiceUnavailableException", 503, times=10**6)
-        time.sleep(3)
+        wait_until(lambda: failed_since(outcomes, outage), budget + 10, "a call failing")
         emulator.clear_faults()
         back = time.monotonic()
-        time.sleep(budget + 2)
+        # calls that began in the outage may fail until their retry budget is spent
+        wait_until(
+            lambda: calls_since(outcomes, back + budget, 10),
+            2 * budget + 30,
+            "10 calls after the outage and the retry budget",
+        )
     finally:
         stop.set()
         emulator.clear_faults()

@@ -34,6 +34,7 @@ from botocore.exceptions import ClientError
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.glue_emulator import GlueEmulator, glue_endpoint_from_env
 from support.harness import GlueHarness
+from support.waiting import wait_until
 
 import lance_metastore
 from lance_metastore import GlueNamespace
@@ -621,8 +622,13 @@ def test_assume_role_renews_its_credentials(glue: GlueHarness, recording, accoun
         "ext-id-42",
     )
 
-    time.sleep(3.3)  # past the advisory window (the last quarter of the 4 s lifetime)
-    ns.describe_table({"id": ["db", "t"]})
+    # In the advisory window (the last quarter of the 4 s lifetime) the next call renews.
+    wait_until(
+        lambda: ns.describe_table({"id": ["db", "t"]}) and len(roles) == 2,
+        10,
+        "the role session to be renewed",
+        interval=0.25,
+    )
     assert len(roles) == 2
     second = roles[1]
     assert (second.session_name, second.external_id) == ("nightly-etl", "ext-id-42")

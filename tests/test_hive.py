@@ -2,8 +2,7 @@
 
 - Hive 3 catalogs, against real Hive Metastores 3.1 and 4.0 (started once per session, see
   conftest.py), or against the one named by ``LANCE_METASTORE_TEST_HMS3_URI``
-  (thrift://host:port); the HMS 3 emulator (tests/support/hms3_emulator.py) only for the
-  tests marked ``hms3_emulator``, which count calls;
+  (thrift://host:port); call counts are taken at our client (``thrift_calls``);
 - configuration, database property mapping, the connection pool, lost connections, fail-over,
   server-side filtering and catalog columns, against the real Hive Metastore 2.3 of the
   session (``hive_metastore_uri``) and, for restarts, the spare one (``spare_metastore``).
@@ -34,7 +33,6 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
 from support.connections import our_connections_to, port_of
 from support.harness import foreign_hive_table
-from support.hms3_emulator import Hms3Emulator
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -121,25 +119,21 @@ def thrift_calls(monkeypatch: pytest.MonkeyPatch) -> SimpleNamespace:
 
 
 # =============================================================================================
-# Hive 3 catalogs: the HMS 3 emulator, or a real Hive 3/4 metastore (opt-in)
+# Hive 3 catalogs: real Hive Metastores 3.1 and 4.0, or the one named by the env var
 # =============================================================================================
 
 
 HMS3_SERVERS = {"3.1": "hms31_uri", "4": "hms4_uri"}
 
 
-@pytest.fixture(scope="module", params=[*HMS3_SERVERS, "emulator"])
-def hms3(request: pytest.FixtureRequest) -> Iterator[SimpleNamespace]:
-    if request.param == "emulator":
-        with Hms3Emulator() as emulator:
-            yield SimpleNamespace(uri=emulator.uri, emulator=emulator)
-        return
+# The parameters name the fixtures, so the tests get their markers (hms31, hms4, jvm).
+@pytest.fixture(scope="module", params=list(HMS3_SERVERS.values()), ids=list(HMS3_SERVERS))
+def hms3(request: pytest.FixtureRequest) -> SimpleNamespace:
     if os.environ.get(HMS3_URI_ENV):
-        if request.param != "3.1":
+        if request.param != "hms31_uri":
             pytest.skip(f"{HMS3_URI_ENV} names the one metastore to test")
-        yield SimpleNamespace(uri=os.environ[HMS3_URI_ENV], emulator=None)
-        return
-    yield SimpleNamespace(uri=request.getfixturevalue(HMS3_SERVERS[request.param]), emulator=None)
+        return SimpleNamespace(uri=os.environ[HMS3_URI_ENV])
+    return SimpleNamespace(uri=request.getfixturevalue(request.param))
 
 
 def _wipe_catalog(uri: str, catalog: str) -> None:
@@ -152,26 +146,12 @@ def _wipe_catalog(uri: str, catalog: str) -> None:
 
 
 @pytest.fixture
-def ns3(
-    hms3: SimpleNamespace, tmp_path: Path, request: pytest.FixtureRequest
-) -> Iterator[Hive3Namespace]:
-    if hms3.emulator is not None and not request.node.get_closest_marker("hms3_emulator"):
-        pytest.skip("covered by the real Hive Metastores 3.1 and 4")
-    if hms3.emulator is not None:
-        hms3.emulator.reset()
-    else:
-        _wipe_catalog(hms3.uri, CATALOG)
+def ns3(hms3: SimpleNamespace, tmp_path: Path) -> Iterator[Hive3Namespace]:
+    _wipe_catalog(hms3.uri, CATALOG)
     ns = Hive3Namespace(uri=hms3.uri, root=str(tmp_path / "lake"))
     yield ns
     ns.close()
-    if hms3.emulator is None:
-        _wipe_catalog(hms3.uri, CATALOG)
-
-
-def emulator_only(hms3: SimpleNamespace) -> Hms3Emulator:
-    if hms3.emulator is None:
-        pytest.skip("needs the emulator's call counts")
-    return hms3.emulator
+    _wipe_catalog(hms3.uri, CATALOG)
 
 
 def make_catalog(ns: Hive3Namespace, tmp_path: Path) -> dict[str, str]:
@@ -305,9 +285,7 @@ def test_tables_in_a_catalog_with_pylance(ns3, hms3, tmp_path):
     assert lance.dataset(described.location).count_rows() == 6
 
 
-@pytest.mark.hms3_emulator
-def test_listing_a_catalog_database_is_one_filtered_call(ns3, hms3, tmp_path):
-    emulator = emulator_only(hms3)
+def test_listing_a_catalog_database_is_one_filtered_call(ns3, hms3, thrift_calls, tmp_path):
     make_catalog(ns3, tmp_path)
     ns3.create_namespace({"id": [CATALOG, "db"]})
     for index in range(5):
@@ -316,10 +294,11 @@ def test_listing_a_catalog_database_is_one_filtered_call(ns3, hms3, tmp_path):
         for index in range(5):
             table = foreign_table("db", f"x{index}", f"/x{index}", "ICEBERG", CATALOG)
             client.create_table(table)
-    emulator.calls.clear()
+    thrift_calls.counts.clear()
     assert ns3.list_tables({"id": [CATALOG, "db"]}).tables == [f"t{i}" for i in range(5)]
-    assert emulator.calls["get_table_names_by_filter"] == 1
-    assert emulator.calls["get_table_req"] == 0 and emulator.calls["get_all_tables"] == 0
+    assert thrift_calls.counts["get_table_names_by_filter"] == 1
+    assert thrift_calls.counts["get_table_req"] == 0
+    assert thrift_calls.counts["get_all_tables"] == 0
 
 
 def test_drop_catalog_restrict_and_cascade(ns3, hms3, tmp_path):

@@ -37,8 +37,6 @@ from support.secure_hms import KEYSTORE_PASSWORD, TlsMetastore, tls_metastore
 import lance_metastore  # noqa: F401 - registers the hive2/hive3 aliases
 from lance_metastore import Hive2Namespace, Hive3Namespace
 
-pytestmark = pytest.mark.jvm
-
 ROOT = ListNamespacesRequest(id=[])
 SPARK_JOB = Path(__file__).parent / "support" / "kerberos_spark_job.py"
 
@@ -124,7 +122,7 @@ def test_keytab_login_renews_an_expired_ticket(kdc, kerberized_metastore) -> Non
     ns.close()
 
 
-def test_privacy_protection_encrypts_every_frame(kdc, tmp_path_factory, tmp_path) -> None:
+def test_privacy_protection_encrypts_every_frame(java, kdc, tmp_path_factory, tmp_path) -> None:
     """hadoop.rpc.protection=privacy: SASL negotiates auth-conf and pure-sasl wraps frames."""
     from support.secure_hms import kerberized_metastore
 
@@ -359,7 +357,7 @@ def test_spark_executors_authenticate(kdc, kerberized_metastore, tmp_path) -> No
 
 
 @pytest.fixture(scope="module")
-def tls_hms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsMetastore]:
+def tls_hms(java: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsMetastore]:
     with tls_metastore(tmp_path_factory.mktemp("hms_tls")) as metastore:
         yield metastore
 

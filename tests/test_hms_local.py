@@ -59,7 +59,7 @@ pytestmark = pytest.mark.skipif(_java_missing() is not None, reason=str(_java_mi
 
 
 @pytest.fixture(scope="module")
-def metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMetastore]:
+def metastore(java: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalMetastore]:
     with LocalMetastore(tmp_path_factory.mktemp("hms")) as hms:
         yield hms
 
@@ -155,7 +155,7 @@ def test_exclusive_table_lock_makes_a_second_request_wait(
         assert not first.show_locks(ShowLocksRequest()).locks
 
 
-def test_a_lock_whose_holder_stops_heartbeating_expires(tmp_path: Path) -> None:
+def test_a_lock_whose_holder_stops_heartbeating_expires(java: str, tmp_path: Path) -> None:
     with (
         LocalMetastore(tmp_path / "hms", hive_conf=FAST_LOCK_EXPIRY) as hms,
         hms.client() as client,
@@ -230,7 +230,7 @@ def test_a_metastore_can_be_stopped_through_its_data_dir(metastore: LocalMetasto
     metastore.stop()  # stopping a stopped metastore is a no-op
 
 
-def test_start_on_a_busy_port_fails_clearly(tmp_path: Path) -> None:
+def test_start_on_a_busy_port_fails_clearly(java: str, tmp_path: Path) -> None:
     with socket.socket() as busy:
         busy.bind(("", 0))
         busy.listen()
@@ -240,7 +240,7 @@ def test_start_on_a_busy_port_fails_clearly(tmp_path: Path) -> None:
 
 
 def test_an_os_chosen_port_taken_before_the_jvm_binds_it_is_replaced(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    java: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     with socket.socket() as busy:
         busy.bind(("", 0))
@@ -257,7 +257,7 @@ def test_an_os_chosen_port_taken_before_the_jvm_binds_it_is_replaced(
         assert "Address already in use" in metastore.log_path.read_text()
 
 
-def test_a_jvm_that_dies_at_startup_reports_its_log(tmp_path: Path) -> None:
+def test_a_jvm_that_dies_at_startup_reports_its_log(java: str, tmp_path: Path) -> None:
     metastore = LocalMetastore(tmp_path, heap="1k")
     with pytest.raises(MetastoreStartError, match="exited") as raised:
         metastore.start(timeout=60)

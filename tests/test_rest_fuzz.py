@@ -17,6 +17,7 @@ import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
+from support.examples import examples
 from support.harness import GlueHarness
 
 from lance_metastore.rest import OPERATIONS, RestServer
@@ -66,7 +67,7 @@ def test_fuzz(rest_schema: Any, operation: str) -> None:
 
     @given(case=strategy)
     @settings(
-        max_examples=FUZZ_EXAMPLES,
+        max_examples=examples(FUZZ_EXAMPLES),
         phases=[Phase.explicit, Phase.generate],
         deadline=None,
         suppress_health_check=list(HealthCheck),

@@ -29,7 +29,7 @@ TOKEN = "java-client-token-0123456789"
 
 
 @pytest.fixture(scope="module")
-def java_client(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+def java_client(java: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """(classpath, directory of the compiled check)."""
     for tool in ("java", "javac", "mvn"):
         if shutil.which(tool) is None:

@@ -56,8 +56,9 @@ def _spark_home(python: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    pytest.importorskip("pyspark")
+def cluster4(
+    spark_installed: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[StandaloneCluster]:
     home = _spark_home(Path(sys.executable))
     with StandaloneCluster(home, tmp_path_factory.mktemp("cluster4"), workers=WORKERS) as cluster:
         yield cluster
@@ -209,7 +210,7 @@ def test_killed_executor_during_a_write(
 
 
 @pytest.mark.skipif(not SQL_PYTHON.exists(), reason="no .venv-sql: run scripts/setup.sh")
-def test_sql_on_a_cluster(hive_metastore_uri: str, tmp_path: Path) -> None:
+def test_sql_on_a_cluster(spark_installed: None, hive_metastore_uri: str, tmp_path: Path) -> None:
     home = _spark_home(SQL_PYTHON)
     hive = HiveHarness(root=tmp_path / "lake", uri=hive_metastore_uri, level=2)
     namespace = hive.connect()

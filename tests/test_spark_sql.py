@@ -163,7 +163,10 @@ def catalogs(
 
 @pytest.fixture(scope="module")
 def sql(
-    catalogs: dict[str, Catalog], stock_moto: Any, tmp_path_factory: pytest.TempPathFactory
+    spark_installed: None,
+    catalogs: dict[str, Catalog],
+    stock_moto: Any,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[SqlSession]:
     conf: dict[str, str] = {}
     for name, catalog in catalogs.items():

@@ -323,6 +323,10 @@ class _FaultPlan:
             self._errors.clear()
             self._delays.clear()
 
+    def pending(self) -> int:
+        with self._lock:
+            return sum(fault.remaining for fault in self._errors + self._delays)
+
     def _take(self, faults: list[_Fault], action: str) -> _Fault | None:
         with self._lock:
             for fault in faults:
@@ -921,6 +925,10 @@ class GlueEmulator(_LoopbackGlueServer):
 
     def clear_faults(self) -> None:
         self._state.faults.clear()
+
+    def pending_faults(self) -> int:
+        """How many injected errors and delays no call has met yet (tests wait on 0)."""
+        return self._state.faults.pending()
 
     @contextlib.contextmanager
     def hold(
