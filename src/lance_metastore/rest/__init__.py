@@ -8,7 +8,7 @@ for tests and embedding. Clients: ``lance_namespace.connect("rest", {"uri": url}
 
 from __future__ import annotations
 
-from .app import MAX_JSON_DEPTH, create_app, http_status
+from .app import MAX_JSON_DEPTH, create_app
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge
 from .connections import ClientLimits
 from .operations import OPERATIONS, Operation
@@ -22,6 +22,7 @@ from .server import (
     is_loopback,
     serve,
 )
+from .statuses import http_status
 
 __all__ = [
     "DECODED_LIMIT_FACTOR",
