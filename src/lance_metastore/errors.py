@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InternalError,
     InvalidInputError,
+    InvalidTableStateError,
     LanceNamespaceError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -27,6 +30,7 @@ from lance_namespace.errors import (
     TableIndexAlreadyExistsError,
     TableIndexNotFoundError,
     TableNotFoundError,
+    TableSchemaValidationError,
     TableTagAlreadyExistsError,
     TableTagNotFoundError,
     TableVersionNotFoundError,
@@ -102,6 +106,60 @@ def unsupported(operation: str, backend: str, reason: str = "") -> UnsupportedOp
     if reason == operation:
         reason = ""
     return UnsupportedOperationError(f"{message}: {reason}" if reason else message)
+
+
+# Lance reports most failures as ValueError/OSError/RuntimeError with a message; these rules
+# (first match wins) give each the spec's error class. The patterns are Lance's own wording.
+_CONFLICT = re.compile(
+    r"changed concurrently|already committed|commit conflict|retryable|concurrent", re.I
+)
+_RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE | re.DOTALL), error)
+    for pattern, error in (
+        # Lance's refusals ("Not supported: ...", "... not implemented"): code 0, not 18
+        (r"not supported: |not implemented", UnsupportedOperationError),
+        (r"branch .*already exists", TableBranchAlreadyExistsError),
+        (r"branch .*(not found|does not exist)", TableBranchNotFoundError),
+        (r"tag .*already exists|tag .*exists already", TableTagAlreadyExistsError),
+        (r"tag .*(not found|does not exist)", TableTagNotFoundError),
+        (r"index .*already exists", TableIndexAlreadyExistsError),
+        (r"index not found|index .*(not found|does not exist)", TableIndexNotFoundError),
+        (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
+        (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
+        (r"dataset at path .* was not found", InvalidTableStateError),
+        (r"dataset already exists", TableAlreadyExistsError),
+        (
+            r"fieldnotfound|no field named|column .*(does not exist|not found)"
+            r"|does not exist in (the )?(dataset|schema)|key column .* does not exist",
+            TableColumnNotFoundError,
+        ),
+        (
+            r"different schema|fields did not match|schema mismatch|incompatible schema"
+            r"|cannot cast",
+            TableSchemaValidationError,
+        ),
+        (r"parse|parser|syntax|invalid|dimension|expected|mismatch", InvalidInputError),
+    )
+)
+
+
+def classify_lance_message(message: str) -> type[LanceNamespaceError] | None:
+    """The spec's error class for a Lance failure's message, or None when no rule knows it."""
+    if _CONFLICT.search(message):
+        return ConcurrentModificationError
+    for pattern, error in _RULES:
+        if pattern.search(message):
+            return error
+    return None
+
+
+# Every way Lance, its object stores and the OS say a dataset or file is not there.
+_MISSING = re.compile(r"not found|does not exist|no such file", re.IGNORECASE)
+
+
+def is_lance_missing(error: BaseException) -> bool:
+    """Whether a Lance call failed because the dataset (or a file of it) does not exist."""
+    return isinstance(error, FileNotFoundError) or _MISSING.search(str(error)) is not None
 
 
 # Secret values known to this process; every log record is scrubbed of them (see below).
