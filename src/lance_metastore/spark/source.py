@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import LongType, StructType
 
 from .options import bool_option, parse_target
+from .plan import plan_write
 from .reader import (
     DEFAULT_PARTITIONS,
     ROW_ADDRESS,
@@ -24,7 +25,7 @@ from .reader import (
 from .reader import select_columns as _select_columns
 from .streaming import LanceStreamReader, stream_writer
 from .types import spark_schema
-from .writer import LanceWriter, plan_write
+from .writer import LanceWriter
 
 
 class LanceDataSource(DataSource):
