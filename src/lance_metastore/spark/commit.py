@@ -78,6 +78,7 @@ def commit_operation(
 def lance_operation(plan: WritePlan, fragments: list[Any]) -> Any:
     """The Lance operation that adds ``fragments`` as the plan says."""
     import lance
+    from lance.schema import LanceSchema
 
     if plan.operation != OP_APPEND:
         return lance.LanceOperation.Overwrite(plan.schema, fragments)
@@ -86,7 +87,10 @@ def lance_operation(plan: WritePlan, fragments: list[Any]) -> Any:
         # planning; Lance refuses the commit if a concurrent one changed them) and ours.
         dataset = open_dataset(plan.location, plan.read_version)
         existing = [f.metadata for f in dataset.get_fragments()]
-        return lance.LanceOperation.Merge(existing + fragments, plan.schema)
+        # Merge takes Lance's own schema (a pyarrow one is deprecated); its field ids come out
+        # numbered in pre-order, as the tasks wrote them (plan.merged_schema checks the table's).
+        schema = LanceSchema.from_pyarrow(plan.schema)
+        return lance.LanceOperation.Merge(existing + fragments, schema)
     return lance.LanceOperation.Append(fragments)
 
 
