@@ -809,7 +809,7 @@ def test_column_subset_reads_only_those_columns(spark, tmp_path: Path):
     lance.write_dataset(pa.table({"a": list(range(100))}), uri)
     dataset = lance.dataset(uri)
     dataset.add_columns({"b": "a * 2"})  # b goes to its own data file in each fragment
-    files = lance.dataset(uri).get_fragments()[0].metadata.data_files()
+    files = lance.dataset(uri).get_fragments()[0].metadata.files
     (b_file,) = [f.path for f in files if f.fields == [1]]
     os.remove(Path(uri) / "data" / b_file)
     by_option = spark.read.format("lance").option("columns", "a").load(uri)

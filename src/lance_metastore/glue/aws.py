@@ -22,7 +22,7 @@ from botocore.credentials import RefreshableCredentials
 from botocore.utils import parse_timestamp
 
 from ..rules.config import Settings
-from ..rules.errors import register_secrets
+from ..rules.errors import guard_library_logs, register_secrets
 
 logger = logging.getLogger("lance_metastore.glue")
 
@@ -64,7 +64,13 @@ def _sts_client(settings: Settings) -> Any:
     endpoint = sts_endpoint(settings)
     if endpoint:
         kwargs["endpoint_url"] = endpoint
-    return _source_session(settings).client("sts", **kwargs)
+    return _guarded(_source_session(settings).client("sts", **kwargs))
+
+
+def _guarded(client: Any) -> Any:
+    """``client``, once the loggers of the modules it imported scrub registered secrets."""
+    guard_library_logs()
+    return client
 
 
 def sts_endpoint(settings: Settings) -> str | None:
@@ -151,7 +157,7 @@ def glue_client(
         kwargs["region_name"] = settings["region"]
     if settings["endpoint"]:
         kwargs["endpoint_url"] = settings["endpoint"]
-    return (session or glue_session(settings)).client("glue", **kwargs)
+    return _guarded((session or glue_session(settings)).client("glue", **kwargs))
 
 
 def caller_account(settings: Settings) -> str:
@@ -170,5 +176,5 @@ def caller_account(settings: Settings) -> str:
         endpoint = sts_endpoint(settings)
         if endpoint:
             kwargs["endpoint_url"] = endpoint
-        sts = session.client("sts", **kwargs)
+        sts = _guarded(session.client("sts", **kwargs))
     return sts.get_caller_identity()["Account"]

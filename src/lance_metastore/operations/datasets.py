@@ -21,66 +21,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.ipc as ipc
 from lance_namespace.errors import (
-    ConcurrentModificationError,
     InternalError,
     InvalidInputError,
-    InvalidTableStateError,
     LanceNamespaceError,
-    TableAlreadyExistsError,
-    TableBranchAlreadyExistsError,
-    TableBranchNotFoundError,
-    TableColumnNotFoundError,
-    TableIndexAlreadyExistsError,
-    TableIndexNotFoundError,
-    TableSchemaValidationError,
-    TableTagAlreadyExistsError,
-    TableTagNotFoundError,
-    TableVersionNotFoundError,
     UnsupportedOperationError,
 )
 
-# Lance reports most failures as ValueError/OSError/RuntimeError with a message; these rules
-# (first match wins) give each the spec's error class. The patterns are Lance's own wording.
-_CONFLICT = re.compile(
-    r"changed concurrently|already committed|commit conflict|retryable|concurrent", re.I
-)
-_RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
-    (re.compile(pattern, re.IGNORECASE | re.DOTALL), error)
-    for pattern, error in (
-        # Lance's refusals ("Not supported: ...", "... not implemented"): code 0, not 18
-        (r"not supported: |not implemented", UnsupportedOperationError),
-        (r"branch .*already exists", TableBranchAlreadyExistsError),
-        (r"branch .*(not found|does not exist)", TableBranchNotFoundError),
-        (r"tag .*already exists|tag .*exists already", TableTagAlreadyExistsError),
-        (r"tag .*(not found|does not exist)", TableTagNotFoundError),
-        (r"index .*already exists", TableIndexAlreadyExistsError),
-        (r"index not found|index .*(not found|does not exist)", TableIndexNotFoundError),
-        (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
-        (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
-        (r"dataset at path .* was not found", InvalidTableStateError),
-        (r"dataset already exists", TableAlreadyExistsError),
-        (
-            r"fieldnotfound|no field named|column .*(does not exist|not found)"
-            r"|does not exist in (the )?(dataset|schema)|key column .* does not exist",
-            TableColumnNotFoundError,
-        ),
-        (
-            r"different schema|fields did not match|schema mismatch|incompatible schema"
-            r"|cannot cast",
-            TableSchemaValidationError,
-        ),
-        (r"parse|parser|syntax|invalid|dimension|expected|mismatch", InvalidInputError),
-    )
-)
-
-
-def _classify(message: str) -> type[LanceNamespaceError] | None:
-    if _CONFLICT.search(message):
-        return ConcurrentModificationError
-    for pattern, error in _RULES:
-        if pattern.search(message):
-            return error
-    return None
+from ..rules.errors import classify_lance_message
 
 
 def _short(message: str) -> str:
@@ -99,7 +46,7 @@ def lance_errors(operation: str, target: str) -> Iterator[None]:
         raise
     except (ValueError, OSError, RuntimeError, KeyError, TypeError, pa.ArrowException) as error:
         message = _short(str(error) or type(error).__name__)
-        kind = _classify(str(error))
+        kind = classify_lance_message(str(error))
         if kind is None:
             if isinstance(error, (ValueError, KeyError, TypeError, pa.ArrowInvalid)):
                 kind = InvalidInputError

@@ -9,7 +9,7 @@ for tests and embedding. Clients: ``lance_namespace.connect("rest", {"uri": url}
 from __future__ import annotations
 
 from .access import OPERATION_PRIVILEGES, AccessControl, Policy, Privilege
-from .app import MAX_JSON_DEPTH, create_app, http_status
+from .app import MAX_JSON_DEPTH, create_app
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge
 from .auth import (
     ApiKeys,
@@ -32,6 +32,7 @@ from .server import (
     is_loopback,
     serve,
 )
+from .statuses import http_status
 
 __all__ = [
     "DECODED_LIMIT_FACTOR",

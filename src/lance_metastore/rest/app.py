@@ -48,6 +48,7 @@ from .security import (
     note,
     principal_of,
 )
+from .statuses import http_status
 
 logger = logging.getLogger("lance_metastore.rest")
 
@@ -56,24 +57,6 @@ DEFAULT_DELIMITER = "$"
 MAX_JSON_DEPTH = 64
 HEALTH_PATH = "/health"
 OPENAPI_PATH = "/openapi.json"
-
-# The spec's table "Error Code to HTTP Status Mapping".
-_STATUS_OF_CODE: dict[int, int] = {
-    ErrorCode.UNSUPPORTED: 406,
-    **dict.fromkeys((1, 4, 6, 8, 10, 11, 12, 22), 404),
-    **dict.fromkeys((2, 3, 5, 7, 9, 14, 19, 23), 409),
-    **dict.fromkeys((13, 20), 400),
-    ErrorCode.PERMISSION_DENIED: 403,
-    ErrorCode.UNAUTHENTICATED: 401,
-    ErrorCode.SERVICE_UNAVAILABLE: 503,
-    ErrorCode.INTERNAL: 500,
-    ErrorCode.THROTTLING: 429,
-}
-
-
-def http_status(code: int) -> int:
-    """The HTTP status the spec gives an error code (500 for a code it does not know)."""
-    return _STATUS_OF_CODE.get(int(code), 500)
 
 
 def error_response(

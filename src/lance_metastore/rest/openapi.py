@@ -11,20 +11,9 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .operations import ARROW_FILE, ARROW_STREAM, OPERATIONS, Body, Operation, Reply, wire_kind
+from .statuses import documented_statuses
 
 _REF = "#/components/schemas/{model}"
-_ERROR_STATUSES = {
-    "400": "Invalid input (code 13 or 20)",
-    "401": "Missing or invalid bearer token (code 16)",
-    "403": "Permission denied (code 15)",
-    "404": "Object not found (codes 1, 4, 6, 8, 10, 11, 12, 22)",
-    "406": "Operation not supported by this namespace (code 0)",
-    "409": "Conflict (codes 2, 3, 5, 7, 9, 14, 19, 23)",
-    "413": "Request body over the server's limit (code 13)",
-    "429": "Throttled (code 21)",
-    "500": "Internal error (code 18)",
-    "503": "Catalog unavailable (code 17)",
-}
 
 
 def _query_parameters(operation: Operation) -> list[dict[str, Any]]:
@@ -133,7 +122,7 @@ def openapi_document() -> dict[str, Any]:
         responses: dict[str, Any] = {
             "200": {"description": "Success", "content": _reply_content(operation)}
         }
-        for status, description in _ERROR_STATUSES.items():
+        for status, description in documented_statuses().items():
             responses[status] = {
                 "description": description,
                 "content": {"application/json": {"schema": error}},

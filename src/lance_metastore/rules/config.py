@@ -19,6 +19,37 @@ from lance_namespace.errors import InvalidInputError
 from .locations import DEFAULT_SCHEMES, parse_prefixes, parse_schemes, resolve
 from .redaction import REDACTED, STORAGE_PREFIX, masked, secret_values
 
+# Lance's S3 storage options (object_store's key names, each with the aliases object_store
+# accepts, the first present wins), by what they mean. Written once: every reader of a
+# table's storage options outside Lance (the manifest finalizer's pyarrow filesystem) looks
+# names up here.
+S3_OPTION_NAMES: dict[str, tuple[str, ...]] = {
+    "access_key_id": ("aws_access_key_id", "access_key_id"),
+    "secret_access_key": ("aws_secret_access_key", "secret_access_key"),
+    "session_token": ("aws_session_token", "session_token", "token"),
+    "region": ("aws_region", "region"),
+    "endpoint": ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),
+    "allow_http": ("allow_http", "aws_allow_http"),
+    "virtual_hosted_style": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
+}
+
+_TRUE_WORDS = frozenset({"true", "1", "yes"})
+
+
+def s3_option(options: Mapping[str, str], meaning: str) -> str | None:
+    """The value of the S3 storage option that means ``meaning`` (a key of
+    :data:`S3_OPTION_NAMES`), whichever of its names (any case) ``options`` uses."""
+    lowered = {key.lower(): value for key, value in options.items()}
+    for name in S3_OPTION_NAMES[meaning]:
+        if lowered.get(name):
+            return lowered[name]
+    return None
+
+
+def s3_flag(options: Mapping[str, str], meaning: str) -> bool:
+    """Whether the boolean S3 storage option ``meaning`` is set true."""
+    return (s3_option(options, meaning) or "").strip().lower() in _TRUE_WORDS
+
 
 @dataclass(frozen=True)
 class Property:

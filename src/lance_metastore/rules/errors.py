@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InternalError,
     InvalidInputError,
+    InvalidTableStateError,
     LanceNamespaceError,
     NamespaceAlreadyExistsError,
     NamespaceNotEmptyError,
@@ -27,6 +30,7 @@ from lance_namespace.errors import (
     TableIndexAlreadyExistsError,
     TableIndexNotFoundError,
     TableNotFoundError,
+    TableSchemaValidationError,
     TableTagAlreadyExistsError,
     TableTagNotFoundError,
     TableVersionNotFoundError,
@@ -104,42 +108,130 @@ def unsupported(operation: str, backend: str, reason: str = "") -> UnsupportedOp
     return UnsupportedOperationError(f"{message}: {reason}" if reason else message)
 
 
-# Secret values known to this process; every log record is scrubbed of them (see below).
+# Lance reports most failures as ValueError/OSError/RuntimeError with a message; these rules
+# (first match wins) give each the spec's error class. The patterns are Lance's own wording.
+_CONFLICT = re.compile(
+    r"changed concurrently|already committed|commit conflict|retryable|concurrent", re.I
+)
+_RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE | re.DOTALL), error)
+    for pattern, error in (
+        # Lance's refusals ("Not supported: ...", "... not implemented"): code 0, not 18
+        (r"not supported: |not implemented", UnsupportedOperationError),
+        (r"branch .*already exists", TableBranchAlreadyExistsError),
+        (r"branch .*(not found|does not exist)", TableBranchNotFoundError),
+        (r"tag .*already exists|tag .*exists already", TableTagAlreadyExistsError),
+        (r"tag .*(not found|does not exist)", TableTagNotFoundError),
+        (r"index .*already exists", TableIndexAlreadyExistsError),
+        (r"index not found|index .*(not found|does not exist)", TableIndexNotFoundError),
+        (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
+        (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
+        (r"dataset at path .* was not found", InvalidTableStateError),
+        (r"dataset already exists", TableAlreadyExistsError),
+        (
+            r"fieldnotfound|no field named|column .*(does not exist|not found)"
+            r"|does not exist in (the )?(dataset|schema)|key column .* does not exist",
+            TableColumnNotFoundError,
+        ),
+        (
+            r"different schema|fields did not match|schema mismatch|incompatible schema"
+            r"|cannot cast",
+            TableSchemaValidationError,
+        ),
+        (r"parse|parser|syntax|invalid|dimension|expected|mismatch", InvalidInputError),
+    )
+)
+
+
+def classify_lance_message(message: str) -> type[LanceNamespaceError] | None:
+    """The spec's error class for a Lance failure's message, or None when no rule knows it."""
+    if _CONFLICT.search(message):
+        return ConcurrentModificationError
+    for pattern, error in _RULES:
+        if pattern.search(message):
+            return error
+    return None
+
+
+# Every way Lance, its object stores and the OS say a dataset or file is not there.
+_MISSING = re.compile(r"not found|does not exist|no such file", re.IGNORECASE)
+
+
+def is_lance_missing(error: BaseException) -> bool:
+    """Whether a Lance call failed because the dataset (or a file of it) does not exist."""
+    return isinstance(error, FileNotFoundError) or _MISSING.search(str(error)) is not None
+
+
+# Secret values known to this process; the records of the loggers below are scrubbed of them.
 _KNOWN_SECRETS: set[str] = set()
 _SECRETS_LOCK = threading.Lock()
-_FACTORY_INSTALLED = False
+
+# The logger families whose records can carry a registered secret: ours, and the AWS SDK's
+# (botocore's DEBUG records print signed request headers with the access key id and session
+# token, the canonical request, and STS's response body with assumed-role credentials).
+SCRUBBED_LOGGERS = ("lance_metastore", "botocore", "boto3", "s3transfer", "urllib3")
+
+
+class _SecretScrubber(logging.Filter):
+    """Replaces every registered secret in a record's message before any handler sees it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with _SECRETS_LOCK:
+            secrets = tuple(_KNOWN_SECRETS)
+        if not secrets:
+            return True
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record stays as it is
+            return True
+        cleaned = scrub(message, secrets)
+        if cleaned != message:
+            record.msg, record.args = cleaned, ()
+        return True
+
+
+_SCRUBBER = _SecretScrubber()
+
+
+def guard_library_logs() -> None:
+    """Attach the scrubber to every logger of :data:`SCRUBBED_LOGGERS`' families that exists
+    now, and to the handlers on them.
+
+    A logger's filter sees only the records created on that very logger, not those its
+    children propagate to it, so each child (``botocore.endpoint``, ``botocore.auth``,
+    ``botocore.parsers``, ...) gets the filter itself: a record is scrubbed where it is made,
+    before any handler anywhere (the root's ``basicConfig`` handler, one that
+    ``boto3.set_stream_logger`` adds) formats it. Modules create their loggers on import, so
+    this runs again whenever a secret is registered and whenever an AWS client is built
+    (which imports the modules that log requests). Nothing else in the process is touched.
+    """
+    manager = logging.Logger.manager
+    with _SECRETS_LOCK:
+        if not _KNOWN_SECRETS:
+            return
+        names = set(SCRUBBED_LOGGERS) | {
+            name
+            for name in list(manager.loggerDict)
+            if any(name.startswith(family + ".") for family in SCRUBBED_LOGGERS)
+        }
+    for name in sorted(names):
+        library_logger = logging.getLogger(name)
+        if _SCRUBBER not in library_logger.filters:
+            library_logger.addFilter(_SCRUBBER)
+        for handler in list(library_logger.handlers):
+            if _SCRUBBER not in handler.filters:
+                handler.addFilter(_SCRUBBER)
 
 
 def register_secrets(values: Iterable[str]) -> None:
-    """Keep these values out of every log record of the process, whichever library logs it.
-
-    botocore's DEBUG logs carry access key ids, session tokens, external ids and assumed-role
-    credentials; no logger-level filter reaches all of its child loggers, so the record factory
-    itself redacts. Costs nothing until a secret is registered.
-    """
-    global _FACTORY_INSTALLED
+    """Keep these values out of every record of our loggers and the AWS SDK's, at every
+    level (see :func:`guard_library_logs`)."""
     fresh = {value for value in values if value and len(value) >= MIN_SCRUBBED_LENGTH}
     if not fresh:
         return
     with _SECRETS_LOCK:
         _KNOWN_SECRETS.update(fresh)
-        if _FACTORY_INSTALLED:
-            return
-        previous = logging.getLogRecordFactory()
-
-        def redacting_factory(*args: object, **kwargs: object) -> logging.LogRecord:
-            record = previous(*args, **kwargs)
-            try:
-                message = record.getMessage()
-            except Exception:  # a malformed record stays as it is
-                return record
-            cleaned = scrub(message, tuple(_KNOWN_SECRETS))
-            if cleaned != message:
-                record.msg, record.args = cleaned, ()
-            return record
-
-        logging.setLogRecordFactory(redacting_factory)
-        _FACTORY_INSTALLED = True
+    guard_library_logs()
 
 
 def known_secrets() -> frozenset[str]:

@@ -29,6 +29,7 @@ from typing import Any
 from lance_namespace import TableVersion
 
 from . import versions
+from .config import s3_flag, s3_option
 
 logger = logging.getLogger(__name__)
 
@@ -36,36 +37,25 @@ logger = logging.getLogger(__name__)
 # to one commit, so a table dropped and made again at the same place cannot be mistaken).
 _KNOWN_FINAL_LIMIT = 4096
 
-_TRUE = {"true", "1", "yes"}
-
-
-def _option(options: Mapping[str, str], *names: str) -> str | None:
-    lowered = {key.lower(): value for key, value in options.items()}
-    for name in names:
-        if lowered.get(name):
-            return lowered[name]
-    return None
-
 
 def _s3_filesystem(options: Mapping[str, str]) -> Any:
     """An S3 filesystem from Lance's storage options (object_store's key names)."""
     from pyarrow import fs
 
-    endpoint = _option(options, "aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url")
+    endpoint = s3_option(options, "endpoint")
     scheme = None
     if endpoint and "://" in endpoint:
         scheme, endpoint = endpoint.split("://", 1)
-    elif endpoint and (_option(options, "allow_http", "aws_allow_http") or "").lower() in _TRUE:
+    elif endpoint and s3_flag(options, "allow_http"):
         scheme = "http"
-    virtual = _option(options, "aws_virtual_hosted_style_request", "virtual_hosted_style_request")
     return fs.S3FileSystem(
-        access_key=_option(options, "aws_access_key_id", "access_key_id"),
-        secret_key=_option(options, "aws_secret_access_key", "secret_access_key"),
-        session_token=_option(options, "aws_session_token", "session_token", "token"),
-        region=_option(options, "aws_region", "region"),
+        access_key=s3_option(options, "access_key_id"),
+        secret_key=s3_option(options, "secret_access_key"),
+        session_token=s3_option(options, "session_token"),
+        region=s3_option(options, "region"),
         endpoint_override=endpoint,
         scheme=scheme,
-        force_virtual_addressing=(virtual or "").lower() in _TRUE,
+        force_virtual_addressing=s3_flag(options, "virtual_hosted_style"),
     )
 
 

@@ -1,8 +1,9 @@
 """The one rule for secrets: which properties are secret, how they are masked and scrubbed.
 
 Everything that shows, logs or reports a property or a message (a namespace's ``repr`` and
-errors, the log record factory, the command line, the Spark data source, the REST server's
-answers) asks here, so a secret hidden in one place is hidden in all of them.
+errors, the log filter on our and the AWS SDK's loggers, the command line, the Spark data
+source, the REST server's answers) asks here, so a secret hidden in one place is hidden in all
+of them.
 """
 
 from __future__ import annotations

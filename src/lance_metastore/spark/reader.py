@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from ..rules.errors import is_lance_missing
 from .options import Location, OptionError, Target, int_option
 from .types import castable, conform, spark_arrow_schema, spark_type_or_none
 
@@ -137,7 +138,7 @@ def resolve_snapshot(target: Target, options: Mapping[str, str]) -> Snapshot:
                     f"Table {location.name!r} has no {wanted}: {error}. "
                     f"Its latest version is {latest.version}"
                 ) from error
-        if _not_found(error):
+        if is_lance_missing(error):
             raise FileNotFoundError(
                 f"Table {location.name!r} has no Lance dataset at {location.uri!r} yet "
                 "(declared but never written?)"
@@ -148,11 +149,14 @@ def resolve_snapshot(target: Target, options: Mapping[str, str]) -> Snapshot:
     return Snapshot(location, int(dataset.version), dataset.schema)
 
 
-def _not_found(error: BaseException) -> bool:
-    if isinstance(error, FileNotFoundError):
-        return True
-    text = str(error).lower()
-    return "not found" in text or "does not exist" in text or "no such file" in text
+def open_existing(location: Location, version: int | None = None) -> Any:
+    """The table's dataset, or None when it has none yet (declared but never written)."""
+    try:
+        return open_dataset(location, version)
+    except Exception as error:
+        if is_lance_missing(error):
+            return None
+        raise
 
 
 def select_columns(

@@ -18,6 +18,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import LongType, StructType
 
 from .options import OptionError, bool_option, parse_target
+from .plan import plan_write
 from .reader import (
     DEFAULT_PARTITIONS,
     ROW_ADDRESS,
@@ -30,7 +31,7 @@ from .reader import (
 from .reader import select_columns as _select_columns
 from .streaming import LanceStreamReader, stream_writer
 from .types import spark_schema
-from .writer import LanceWriter, plan_write
+from .writer import LanceWriter
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 

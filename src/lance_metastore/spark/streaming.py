@@ -28,25 +28,25 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from .options import Location, OptionError, int_option
-from .reader import LanceReader, Snapshot, open_dataset
+from .options import OptionError, int_option
+from .reader import LanceReader, Snapshot, open_dataset, open_existing
 
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 except ImportError:  # pyspark 4.0: no Arrow stream writers (stream_writer refuses)
     from pyspark.sql.datasource import DataSourceStreamWriter as DataSourceStreamArrowWriter
 
-from .writer import (
-    OP_SKIP,
+from .commit import commit_job, delete_job_files
+from .fragments import (
     JobLedger,
-    LanceCommitMessage,
-    LanceWriter,
-    WritePlan,
-    _deregister,
-    _remove_empty_local_dirs,
-    commit_operation,
+    commit_messages,
     delete_files,
+    fragments_of,
+    remove_empty_local_dirs,
+    written_files,
 )
+from .plan import OP_SKIP, WritePlan, deregister
+from .writer import LanceWriter
 
 logger = logging.getLogger("lance_metastore.spark")
 
@@ -121,13 +121,12 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         import lance
-        from lance.fragment import FragmentMetadata
 
         plan = self.plan
-        ours = [m for m in messages if isinstance(m, LanceCommitMessage)]
-        fragments = [FragmentMetadata.from_json(text) for m in ours for text in m.fragments]
+        ours = commit_messages(messages)
+        fragments = fragments_of(ours)
         ledger = JobLedger(plan.location, plan.job_id)
-        dataset = _latest(plan.location)
+        dataset = open_existing(plan.location)
         if dataset is not None:
             done = committed_batch(dataset, self.query_id, self.lookback)
             if done is not None and done >= batchId:
@@ -137,7 +136,7 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
                     self.query_id,
                     plan.location.name,
                 )
-                delete_files(plan.location, sorted({f for m in ours for f in m.files}))
+                delete_files(plan.location, sorted(written_files(ours)))
                 ledger.remove()
                 return
         append = not self.complete and dataset is not None
@@ -148,31 +147,25 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
             operation = lance.LanceOperation.Append(fragments)
         else:
             operation = lance.LanceOperation.Overwrite(plan.schema, fragments)
-        properties = {QUERY_ID_PROPERTY: self.query_id, BATCH_ID_PROPERTY: str(batchId)}
-        read_version = int(dataset.version) if dataset is not None else None
-        try:
-            commit_operation(plan.location, operation, read_version, properties)
-        except BaseException:
-            if not self._committed(ours):
-                self.abort(messages, batchId)
-            raise
-        ledger.remove()
-        ledger.collect_garbage()
-        if plan.location.table_id is not None and not append and plan.columns_change:
-            self._sync_columns()
+        commit_job(
+            plan,
+            ours,
+            operation,
+            int(dataset.version) if dataset is not None else None,
+            properties={QUERY_ID_PROPERTY: self.query_id, BATCH_ID_PROPERTY: str(batchId)},
+            undo=lambda: self.abort(messages, batchId),
+            sync_columns=not append and plan.columns_change,
+        )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         plan = self.plan
-        ledger = JobLedger(plan.location, plan.job_id)
-        files = {f for m in messages if isinstance(m, LanceCommitMessage) for f in m.files}
-        files.update(ledger.files())
-        delete_files(plan.location, sorted(files))
+        delete_job_files(plan, messages)
         # Later micro-batches of this query write under the same job: no abort marker.
-        ledger.remove()
-        if plan.declared and _latest(plan.location) is None:
+        JobLedger(plan.location, plan.job_id).remove()
+        if plan.declared and open_existing(plan.location) is None:
             # The query declared the table and no micro-batch ever landed: undo the entry.
-            _deregister(plan.location)
-            _remove_empty_local_dirs(plan.location, ["data"])
+            deregister(plan.location)
+            remove_empty_local_dirs(plan.location, ["data"])
 
 
 def stream_writer(plan: WritePlan, options: Mapping[str, str], complete: bool) -> LanceStreamWriter:
@@ -184,17 +177,6 @@ def stream_writer(plan: WritePlan, options: Mapping[str, str], complete: bool) -
         raise OptionError("option 'save_mode' does not apply to streaming writes")
     lookback = int_option(options, "replay_lookback", DEFAULT_REPLAY_LOOKBACK)
     return LanceStreamWriter(plan, streaming_query_id(options), lookback or 1, complete)
-
-
-def _latest(location: Location) -> Any:
-    from .reader import _not_found
-
-    try:
-        return open_dataset(location)
-    except Exception as error:
-        if _not_found(error):
-            return None
-        raise
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,17 +33,13 @@ from typing import Any
 import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError
 
+from .commit import commit_operation
+from .fragments import JobLedger, LanceCommitMessage, fragments_of
 from .options import Location, parse_target
+from .plan import OP_APPEND, WritePlan
 from .reader import ROW_ADDRESS, Snapshot, open_dataset, resolve_snapshot
 from .types import target_schema
-from .writer import (
-    OP_APPEND,
-    JobLedger,
-    LanceCommitMessage,
-    LanceWriter,
-    WritePlan,
-    commit_operation,
-)
+from .writer import LanceWriter
 
 _MESSAGE_SCHEMA = "message string"
 
@@ -257,7 +253,7 @@ class _Change:
                 rows = rows.select(*[rows[f"`{n}`"] for n in names])
                 writer = LanceWriter(self._plan(rows.schema))
                 messages = self._write_rows(rows, writer)
-            new_fragments = _fragments(messages)
+            new_fragments = fragments_of(messages)
             written = sum(m.rows for m in messages)
             if not updated and not removed and not new_fragments:
                 return ChangeResult(None, 0, 0)
@@ -373,12 +369,6 @@ def _delete_task(location: Location, version: int, name: str) -> Any:
         yield pa.RecordBatch.from_pydict({"message": out})
 
     return task
-
-
-def _fragments(messages: list[LanceCommitMessage]) -> list[Any]:
-    from lance.fragment import FragmentMetadata
-
-    return [FragmentMetadata.from_json(text) for m in messages for text in m.fragments]
 
 
 def _condition(condition: str) -> Any:
