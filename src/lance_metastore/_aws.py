@@ -15,14 +15,16 @@ import socket
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import boto3
-import botocore.session
-from botocore.config import Config
-from botocore.credentials import RefreshableCredentials
-from botocore.utils import parse_timestamp
-
 from .config import Settings
 from .errors import register_secrets
+from .extras import requires_extra
+
+with requires_extra("aws"):
+    import boto3
+    import botocore.session
+    from botocore.config import Config
+    from botocore.credentials import RefreshableCredentials
+    from botocore.utils import parse_timestamp
 
 logger = logging.getLogger("lance_metastore.glue")
 

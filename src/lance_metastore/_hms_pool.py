@@ -17,12 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from pymetastore.hive_metastore import ThriftHiveMetastore
-from thrift.protocol import TBinaryProtocol
-from thrift.protocol.TProtocol import TProtocolException
-from thrift.Thrift import TException
-from thrift.transport import TSocket, TTransport
-
 from ._hms_transport import (
     PLAIN,
     AuthenticationFailed,
@@ -30,6 +24,14 @@ from ._hms_transport import (
     Security,
     open_transport,
 )
+from .extras import requires_extra
+
+with requires_extra("hive"):
+    from pymetastore.hive_metastore import ThriftHiveMetastore
+    from thrift.protocol import TBinaryProtocol
+    from thrift.protocol.TProtocol import TProtocolException
+    from thrift.Thrift import TException
+    from thrift.transport import TSocket, TTransport
 
 logger = logging.getLogger("lance_metastore.hive")
 

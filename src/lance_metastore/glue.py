@@ -59,9 +59,14 @@ from .config import (
     positive_int,
 )
 from .errors import lance_error
+from .extras import requires_extra
 from .identifiers import NameRules, Path, describe
 from .schema import CatalogColumn
 from .tables import EXTERNAL_TABLE, TableEntry, join_location
+
+with requires_extra("glue"):
+    from botocore import exceptions as bx
+    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 logger = logging.getLogger("lance_metastore.glue")
 
@@ -217,8 +222,6 @@ def _retried(error: BaseException) -> bool:
 def _is_endpoint_url(url: str) -> bool:
     """What botocore accepts as endpoint_url (it raises a bare ValueError otherwise)."""
     from urllib.parse import urlsplit
-
-    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
     try:
         parts = urlsplit(url)
@@ -439,8 +442,6 @@ class GlueNamespace(CatalogNamespace):
     # ----------------------------------------------------------------------------------------
 
     def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
-        from botocore import exceptions as bx
-
         code = _error_code(error)
         message = f"Glue refused to {context}: {error}"
         if code is not None:

@@ -46,10 +46,6 @@ from lance_namespace.errors import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
-from pymetastore.hive_metastore import ttypes
-from thrift.protocol.TProtocol import TProtocolException
-from thrift.Thrift import TApplicationException
-from thrift.transport.TTransport import TTransportException
 
 from . import versions
 from ._hms_pool import ConnectionPool, parse_uris
@@ -71,10 +67,17 @@ from .config import (
     positive_int,
 )
 from .errors import lance_error
+from .extras import requires_extra
 from .identifiers import NameRules, Path, describe
 from .retries import Backoff
 from .schema import CatalogColumn
 from .tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
+
+with requires_extra("hive"):
+    from pymetastore.hive_metastore import ttypes
+    from thrift.protocol.TProtocol import TProtocolException
+    from thrift.Thrift import TApplicationException
+    from thrift.transport.TTransport import TTransportException
 
 logger = logging.getLogger("lance_metastore.hive")
 

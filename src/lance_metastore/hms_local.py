@@ -65,11 +65,13 @@ from pathlib import Path
 from types import MappingProxyType, TracebackType
 from xml.sax.saxutils import escape
 
-from pymetastore.hive_metastore import ThriftHiveMetastore
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
-
+from .extras import install_hint, requires_extra
 from .hms_dist import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
+
+with requires_extra("hive"):
+    from pymetastore.hive_metastore import ThriftHiveMetastore
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
 
 __all__ = [
     "DEFAULT_HEAP",
@@ -430,7 +432,7 @@ def find_pyspark_jars() -> Path:
     except ImportError as error:
         raise MetastoreError(
             "pyspark is not installed; a local Hive Metastore runs from the jars in its wheel "
-            "(pip install 'lance-metastore[spark]')"
+            f"({install_hint('spark')})"
         ) from error
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     if not any(jars.glob("hive-metastore-*.jar")):

@@ -20,17 +20,10 @@ from urllib.parse import unquote_plus
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError, UnsupportedOperationError
 from pydantic import BaseModel, ValidationError
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.convertors import Convertor, register_url_convertor
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from ..base import CatalogNamespace
 from ..errors import is_worded_refusal, known_secrets, unsupported
+from ..extras import requires_extra
 from ..redaction import scrub, shareable
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
 from .disclosure import public_message
@@ -43,6 +36,16 @@ from .security import (
     BodyTooLarge,
     note,
 )
+
+with requires_extra("server"):
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.convertors import Convertor, register_url_convertor
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
 
 logger = logging.getLogger("lance_metastore.rest")
 
