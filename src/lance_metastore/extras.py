@@ -47,8 +47,8 @@ class MissingExtraError(ImportError):
 
     def __init__(self, extra: str, missing: str) -> None:
         super().__init__(
-            f"{EXTRA_PURPOSE[extra]} needs the '{extra}' extra ({missing} is not installed): "
-            f"{install_hint(extra)}",
+            f"missing the '{extra}' extra for {EXTRA_PURPOSE[extra]} ({missing} is not "
+            f"installed): {install_hint(extra)}",
             name=missing,
         )
         self.extra = extra

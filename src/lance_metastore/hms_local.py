@@ -63,15 +63,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from .extras import install_hint, requires_extra
 from .hms_dist import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
 
-with requires_extra("hive"):
+if TYPE_CHECKING:
     from pymetastore.hive_metastore import ThriftHiveMetastore
-    from thrift.protocol import TBinaryProtocol
-    from thrift.transport import TSocket, TTransport
 
 __all__ = [
     "DEFAULT_HEAP",
@@ -542,6 +541,12 @@ def thrift_client(
     host: str, port: int, timeout: float = 30.0
 ) -> Iterator[ThriftHiveMetastore.Client]:
     """A connected client of pymetastore's generated Hive Thrift API, closed on exit."""
+    # Imported here: the CLI imports this module for every command (its errors), Glue's too.
+    with requires_extra("hive"):
+        from pymetastore.hive_metastore import ThriftHiveMetastore
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
     sock = TSocket.TSocket(host, port)
     sock.setTimeout(int(timeout * 1000))
     transport = TTransport.TBufferedTransport(sock)

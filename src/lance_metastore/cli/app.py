@@ -145,6 +145,7 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
     """Run a command body: map every failure to its message and exit code, then disconnect."""
     from lance_namespace.errors import InternalError, LanceNamespaceError
 
+    from ..extras import MissingExtraError
     from ..hms_local import MetastoreError
 
     state = state_of(ctx, json_flag)
@@ -164,7 +165,7 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
         raise fail(str(error), EXIT_USAGE) from None
     except CliFailure as error:
         raise fail(str(error), error.exit_code) from None
-    except (MetastoreError, FileNotFoundError) as error:
+    except (MetastoreError, FileNotFoundError, MissingExtraError) as error:
         raise fail(str(error), EXIT_FAILURE) from None
     except KeyboardInterrupt:
         raise fail("interrupted", EXIT_INTERRUPTED) from None
