@@ -9,7 +9,7 @@
    server as ``lance-metastore serve``) on 127.0.0.1, with a bearer token made for this run.
 3. Start Spark 3.5 at local[2] with ``sql_conf(server.url, token=...)``: lance-spark 0.4.0's
    catalog ``lance`` on that server (its jars are fetched once per machine, by
-   ``scripts/setup.sh`` or here, then loaded from the cache without resolving anything).
+   ``scripts/setup.sh sql`` or here, then loaded from the cache without resolving anything).
 4. In SQL only: create ``lance.hive.sales.orders``, insert rows, build ``top_customers`` with
    CTAS, delete cancelled orders, update a price, list the tables, query with filters.
 5. Check from outside Spark: the metastore holds both tables as Lance tables

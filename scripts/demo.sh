@@ -3,11 +3,15 @@
 # examples/sql_pipeline.py) on embedded defaults (a local Hive
 # Metastore from the pyspark wheel with its state in ./.lance-metastore/hms, the CLI's default,
 # tables under ./.lance-metastore/lake, Spark local[2]). It ends by printing the commands that
-# show what it made.
+# show what it made. Each sets up only what it needs (scripts/setup.sh main, or sql).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh
+if [ "${1:-}" = "--sql" ]; then
+  bash scripts/setup.sh sql
+else
+  bash scripts/setup.sh main
+fi
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark local[2] stays on loopback
 # The JVM's and Spark's start-up banners mean nothing to the reader of the demo (and no log
 # setting reaches pyspark's driver JVM before it prints them): leave them out of its output.

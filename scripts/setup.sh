@@ -1,74 +1,140 @@
 #!/usr/bin/env bash
-# Everything a fresh machine needs: Java 17 and Maven (for the local Hive Metastores and
-# Spark), a virtualenv in .venv with the project and its test dependencies, the Hive
-# Metastore 3.1 and 4.0 releases the tests run (fetched once per machine into the user cache),
-# and .venv-sql with the project and Spark 3.5 for SQL through lance-spark (its jars fetched
-# once per machine into the Ivy cache of lance_metastore.spark.sql). Safe to run again.
+# Sets up what one command needs, and nothing more. Safe to run again (seconds once done).
+#
+#   bash scripts/setup.sh main   the main job (scripts/demo.sh): Java 17 and .venv with the
+#                                project's hive and spark extras (Spark 4, whose wheel carries
+#                                the Hive Metastore 2.3 jars)
+#   bash scripts/setup.sh sql    the SQL demo (scripts/demo.sh --sql): .venv-sql with Spark 3.5
+#                                and the hive, server and sql extras, and lance-spark's jars
+#   bash scripts/setup.sh test   the test command (scripts/test.sh; the default): .venv with
+#                                every extra and the test dependencies, the Kerberos tools, the
+#                                Hive Metastore 3.1 and 4.0 releases, and everything of `sql`
+#
+# The Hive Metastore releases are fetched once per machine into the user cache and lance-spark's
+# jars into the Ivy cache of lance_metastore.spark.sql (LANCE_METASTORE_SKIP_HMS_FETCH=1 skips
+# the releases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { echo "[setup $(date +%H:%M:%S)] $*"; }
-
-step "checking Java 17 and the Kerberos tools ..."
-bash .ci/install-java.sh
-bash .ci/install-kerberos.sh
+target="${1:-test}"
+case "$target" in
+  main | sql | test) ;;
+  *)
+    echo "usage: bash scripts/setup.sh [main|sql|test]" >&2
+    exit 2
+    ;;
+esac
 
 PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  step "creating the virtualenv .venv ..."
-  "$PYTHON" -m venv .venv
-fi
-step "installing the project and its test dependencies into .venv" \
-  "(about 2 minutes the first time, seconds after) ..."
-.venv/bin/python -m pip install --quiet --upgrade pip
-# The [kerberos] extra (in [test]) builds C extensions against the system's Kerberos library:
-# it needs krb5-config (libkrb5-dev), a C compiler and the interpreter's headers.
+step() { echo "[setup $(date +%H:%M:%S)] $*"; }
+
+# pip install into a virtualenv, skipped when the same requirements went in before (a stamp of
+# the arguments and pyproject.toml): the project is installed editable, so code changes need
+# no reinstall. pip prints a line per package it collects and a progress bar per download.
+pip_install() {
+  local venv="$1"
+  shift
+  local stamp="$venv/.lance-metastore-installed"
+  local wanted
+  wanted="$(printf '%s\n' "$*" | cat - pyproject.toml | cksum)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+    return 0
+  fi
+  "$venv/bin/python" -m pip install --disable-pip-version-check "$@" |
+    { grep --line-buffered -v '^Requirement already satisfied' || true; }
+  echo "$wanted" >"$stamp"
+}
+
+make_venv() {
+  if [ ! -x "$1/bin/python" ]; then
+    step "creating the virtualenv $1 ..."
+    "$PYTHON" -m venv "$1"
+  fi
+}
+
+setup_main() {
+  step "checking Java 17 ..."
+  bash .ci/install-java.sh
+  make_venv .venv
+  step "installing the project with its hive and spark extras into .venv" \
+    "(pyspark's wheel is about 450 MB: a minute or two the first time) ..."
+  pip_install .venv -e ".[hive,spark]"
+}
+
+# The [kerberos] extra builds C extensions against the system's Kerberos library: it needs
+# krb5-config (libkrb5-dev), a C compiler and the interpreter's headers.
 can_build_kerberos() {
   command -v krb5-config >/dev/null 2>&1 && command -v gcc >/dev/null 2>&1 &&
     .venv/bin/python -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'
 }
-if can_build_kerberos; then
-  .venv/bin/python -m pip install --quiet -e ".[test]"
-else
-  # Install everything else of [test]; the Kerberos tests then skip.
-  echo "setup: cannot build the [kerberos] extra (libkrb5-dev, gcc, Python headers);" \
-    "installing [test] without it" >&2
-  .venv/bin/python -m pip install --quiet -e .
-  .venv/bin/python - <<'PY' | xargs .venv/bin/python -m pip install --quiet
+
+setup_test() {
+  step "checking Java 17 and the Kerberos tools ..."
+  bash .ci/install-java.sh
+  bash .ci/install-kerberos.sh
+  make_venv .venv
+  step "installing the project with every extra and the test dependencies into .venv" \
+    "(about 2 minutes the first time) ..."
+  if can_build_kerberos; then
+    pip_install .venv -e ".[test]"
+  else
+    # Everything of [test] but Kerberos; the Kerberos tests then skip.
+    echo "setup: cannot build the [kerberos] extra (libkrb5-dev, gcc, Python headers);" \
+      "installing [test] without it" >&2
+    local requirements
+    requirements="$(
+      .venv/bin/python - <<'PY'
 import re
 try:
     import tomllib
 except ImportError:  # Python 3.10
     import tomli as tomllib
-project = tomllib.load(open("pyproject.toml", "rb"))["project"]
-kerberos = {re.split(r"[<>=\[ ;]", r)[0] for r in project["optional-dependencies"]["kerberos"]}
-for requirement in project["optional-dependencies"]["test"]:
-    if re.split(r"[<>=\[ ;]", requirement)[0] not in kerberos:
-        print(repr(requirement))
+extras = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]
+for requirement in extras["test"]:
+    if not requirement.startswith("lance-metastore["):
+        print(requirement)
 PY
-fi
+    )"
+    # shellcheck disable=SC2086 # one requirement per word
+    pip_install .venv -e ".[glue,hive,server,spark]" $requirements
+  fi
+  if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
+    step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
+    .venv/bin/python -m lance_metastore.hive.distributions 3.1 4
+  fi
+}
 
-# The standalone metastores the tests start (LANCE_METASTORE_SKIP_HMS_FETCH=1 skips this).
-if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
-  step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
-  .venv/bin/python -m lance_metastore.hive.distributions 3.1 4
-fi
+# Spark SQL through lance-spark 0.4.0 (docs/spark.md): its builds served here need Spark 3.5,
+# so it has its own virtualenv.
+setup_sql() {
+  step "checking Java 17 ..."
+  bash .ci/install-java.sh
+  make_venv .venv-sql
+  step "installing the project with Spark 3.5 (the sql extra) into .venv-sql" \
+    "(pyspark's wheel is about 320 MB: a minute or two the first time) ..."
+  pip_install .venv-sql -e ".[sql,glue,hive,server]"
+  if ! .venv-sql/bin/python -c "import sys; from lance_metastore.spark.sql import jars_fetched; sys.exit(not jars_fetched())"; then
+    step "fetching lance-spark 0.4.0's jars into the machine's Ivy cache (about 200 MB, once) ..."
+    if ! .venv-sql/bin/python -c "from lance_metastore.spark.sql import fetch_jars; fetch_jars()" \
+      >.venv-sql/fetch-jars.log 2>&1; then
+      cat .venv-sql/fetch-jars.log >&2
+      echo "setup: fetching lance-spark's jars from Maven Central failed (log above)" >&2
+      exit 1
+    fi
+  fi
+}
 
-# Spark SQL through lance-spark 0.4.0 (docs/spark.md): its builds served here need Spark 3.5.
-step "installing the project and Spark 3.5 into .venv-sql (seconds once installed) ..."
-if [ ! -x .venv-sql/bin/python ]; then
-  "$PYTHON" -m venv .venv-sql
+case "$target" in
+  main) setup_main ;;
+  sql) setup_sql ;;
+  test)
+    setup_test
+    setup_sql
+    ;;
+esac
+if [ "$target" = sql ]; then
+  step "ready (sql): .venv-sql"
+else
+  step "ready ($target): source .venv/bin/activate for the lance-metastore command"
 fi
-.venv-sql/bin/python -m pip install --quiet --upgrade pip
-.venv-sql/bin/python -m pip install --quiet -e ".[sql]"
-if ! .venv-sql/bin/python -c "import sys; from lance_metastore.spark.sql import jars_fetched; sys.exit(not jars_fetched())"; then
-  step "fetching lance-spark 0.4.0's jars into the machine's Ivy cache (about 200 MB, once) ..."
-fi
-if ! .venv-sql/bin/python -c "from lance_metastore.spark.sql import fetch_jars; fetch_jars()" \
-  > .venv-sql/fetch-jars.log 2>&1; then
-  cat .venv-sql/fetch-jars.log >&2
-  echo "setup: fetching lance-spark's jars from Maven Central failed (log above)" >&2
-  exit 1
-fi
-step "ready: source .venv/bin/activate for the lance-metastore command"

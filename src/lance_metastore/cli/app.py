@@ -183,6 +183,7 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
     from lance_namespace.errors import InternalError, LanceNamespaceError
 
     from ..hive.local import MetastoreError
+    from ..rules.extras import MissingExtraError
 
     state = state_of(ctx, json_flag)
 
@@ -201,7 +202,7 @@ def running(ctx: typer.Context, json_flag: bool = False) -> Iterator[State]:
         raise spec_exit(state, error) from None
     except CliFailure as error:
         raise fail(str(error), error.exit_code) from None
-    except (MetastoreError, FileNotFoundError) as error:
+    except (MetastoreError, FileNotFoundError, MissingExtraError) as error:
         raise fail(str(error), EXIT_FAILURE) from None
     except KeyboardInterrupt:
         raise fail("interrupted", EXIT_INTERRUPTED) from None

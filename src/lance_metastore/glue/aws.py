@@ -15,14 +15,16 @@ import socket
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import boto3
-import botocore.session
-from botocore.config import Config
-from botocore.credentials import RefreshableCredentials
-from botocore.utils import parse_timestamp
-
 from ..rules.config import Settings
 from ..rules.errors import guard_library_logs, register_secrets
+from ..rules.extras import requires_extra
+
+with requires_extra("aws"):
+    import boto3
+    import botocore.session
+    from botocore.config import Config
+    from botocore.credentials import RefreshableCredentials
+    from botocore.utils import parse_timestamp
 
 logger = logging.getLogger("lance_metastore.glue")
 

@@ -60,9 +60,14 @@ from ..rules.config import (
 )
 from ..rules.credentials import VENDOR_PROPERTIES
 from ..rules.errors import lance_error
+from ..rules.extras import requires_extra
 from ..rules.identifiers import NameRules, Path, describe
 from ..rules.schema import CatalogColumn
 from ..rules.tables import EXTERNAL_TABLE, TableEntry, join_location
+
+with requires_extra("glue"):
+    from botocore import exceptions as bx
+    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
 logger = logging.getLogger("lance_metastore.glue")
 
@@ -219,8 +224,6 @@ def _retried(error: BaseException) -> bool:
 def _is_endpoint_url(url: str) -> bool:
     """What botocore accepts as endpoint_url (it raises a bare ValueError otherwise)."""
     from urllib.parse import urlsplit
-
-    from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
     try:
         parts = urlsplit(url)
@@ -441,8 +444,6 @@ class GlueNamespace(CatalogNamespace):
     # ----------------------------------------------------------------------------------------
 
     def _translate_error(self, error: BaseException, context: str) -> LanceNamespaceError | None:
-        from botocore import exceptions as bx
-
         code = _error_code(error)
         message = f"Glue refused to {context}: {error}"
         if code is not None:

@@ -64,13 +64,14 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType, TracebackType
+from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
-from pymetastore.hive_metastore import ThriftHiveMetastore
-from thrift.protocol import TBinaryProtocol
-from thrift.transport import TSocket, TTransport
-
+from ..rules.extras import install_hint, requires_extra
 from .distributions import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
+
+if TYPE_CHECKING:
+    from pymetastore.hive_metastore import ThriftHiveMetastore
 
 __all__ = [
     "DEFAULT_HEAP",
@@ -341,7 +342,7 @@ def find_pyspark_jars() -> Path:
     except ImportError as error:
         raise MetastoreError(
             "pyspark is not installed; a local Hive Metastore runs from the jars in its wheel "
-            "(pip install 'lance-metastore[spark]')"
+            f"({install_hint('spark')})"
         ) from error
     jars = Path(pyspark.__file__).resolve().parent / "jars"
     if not any(jars.glob("hive-metastore-*.jar")):
@@ -451,6 +452,12 @@ def thrift_client(
     host: str, port: int, timeout: float = 30.0
 ) -> Iterator[ThriftHiveMetastore.Client]:
     """A connected client of pymetastore's generated Hive Thrift API, closed on exit."""
+    # Imported here: the CLI imports this module for every command (its errors), Glue's too.
+    with requires_extra("hive"):
+        from pymetastore.hive_metastore import ThriftHiveMetastore
+        from thrift.protocol import TBinaryProtocol
+        from thrift.transport import TSocket, TTransport
+
     sock = TSocket.TSocket(host, port)
     sock.setTimeout(int(timeout * 1000))
     transport = TTransport.TBufferedTransport(sock)

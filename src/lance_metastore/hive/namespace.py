@@ -46,10 +46,6 @@ from lance_namespace.errors import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
-from pymetastore.hive_metastore import ttypes
-from thrift.protocol.TProtocol import TProtocolException
-from thrift.Thrift import TApplicationException
-from thrift.transport.TTransport import TTransportException
 
 from ..operations.catalog import CatalogNamespace
 from ..rules import versions
@@ -64,6 +60,7 @@ from ..rules.config import (
 )
 from ..rules.credentials import VENDOR_PROPERTIES
 from ..rules.errors import lance_error
+from ..rules.extras import requires_extra
 from ..rules.identifiers import NameRules, Path, describe
 from ..rules.retries import Backoff
 from ..rules.schema import CatalogColumn
@@ -76,6 +73,12 @@ from .transport import (
     security_from_settings,
     security_hint,
 )
+
+with requires_extra("hive"):
+    from pymetastore.hive_metastore import ttypes
+    from thrift.protocol.TProtocol import TProtocolException
+    from thrift.Thrift import TApplicationException
+    from thrift.transport.TTransport import TTransportException
 
 logger = logging.getLogger("lance_metastore.hive")
 

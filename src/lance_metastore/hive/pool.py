@@ -17,12 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from pymetastore.hive_metastore import ThriftHiveMetastore
-from thrift.protocol import TBinaryProtocol
-from thrift.protocol.TProtocol import TProtocolException
-from thrift.Thrift import TException
-from thrift.transport import TSocket, TTransport
-
+from ..rules.extras import requires_extra
 from .transport import (
     PLAIN,
     AuthenticationFailed,
@@ -30,6 +25,13 @@ from .transport import (
     Security,
     open_transport,
 )
+
+with requires_extra("hive"):
+    from pymetastore.hive_metastore import ThriftHiveMetastore
+    from thrift.protocol import TBinaryProtocol
+    from thrift.protocol.TProtocol import TProtocolException
+    from thrift.Thrift import TException
+    from thrift.transport import TSocket, TTransport
 
 logger = logging.getLogger("lance_metastore.hive")
 

@@ -32,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from thrift.transport import TSocket, TSSLSocket, TTransport
-
 from ..rules.config import Property, Settings, boolean, non_empty, one_of
+from ..rules.extras import requires_extra
 
-KERBEROS_EXTRA_HINT = "pip install 'lance-metastore[kerberos]'"
+with requires_extra("hive"):
+    from thrift.transport import TSocket, TSSLSocket, TTransport
 
 
 class AuthenticationFailed(Exception):
@@ -97,15 +97,11 @@ class KerberosSettings:
 
 
 def require_kerberos_libraries() -> None:
-    """ImportError with the install hint when the ``[kerberos]`` extra is missing."""
-    try:
+    """MissingExtraError (an ImportError) when the ``[kerberos]`` extra is missing."""
+    with requires_extra("kerberos"):
         import gssapi  # noqa: F401
         import kerberos  # noqa: F401
         import puresasl  # noqa: F401
-    except ImportError as error:
-        raise ImportError(
-            f"client.auth=kerberos needs {error.name}: {KERBEROS_EXTRA_HINT}"
-        ) from None
 
 
 _LOGIN_LOCKS: dict[str, threading.Lock] = {}
@@ -135,8 +131,9 @@ class KerberosLogin:
         if self.settings.keytab is None:
             yield
             return
-        import gssapi
-        import gssapi.raw
+        with requires_extra("kerberos"):
+            import gssapi
+            import gssapi.raw
 
         with self._lock:
             try:
@@ -340,8 +337,9 @@ def _open_socket(transport: TTransport.TTransportBase, server: str) -> None:
 def _sasl_handshake(
     sock: TSocket.TSocket, host: str, login: KerberosLogin, server: str
 ) -> TTransport.TTransportBase:
-    import kerberos
-    from puresasl import SASLError, SASLProtocolException
+    with requires_extra("kerberos"):
+        import kerberos
+        from puresasl import SASLError, SASLProtocolException
 
     settings = login.settings
     service = settings.server_principal(host)

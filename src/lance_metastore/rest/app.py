@@ -19,18 +19,11 @@ from urllib.parse import unquote_plus
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError, UnsupportedOperationError
 from pydantic import BaseModel, ValidationError
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.convertors import Convertor, register_url_convertor
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from ..operations.catalog import CatalogNamespace
 from ..rules.credentials import vending_at_most
 from ..rules.errors import is_worded_refusal, known_secrets, unsupported
+from ..rules.extras import requires_extra
 from ..rules.identifiers import split_identifier
 from ..rules.redaction import scrub, shareable
 from .access import AccessControl, Denial
@@ -49,6 +42,16 @@ from .security import (
     principal_of,
 )
 from .statuses import http_status
+
+with requires_extra("server"):
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.convertors import Convertor, register_url_convertor
+    from starlette.exceptions import HTTPException
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
 
 logger = logging.getLogger("lance_metastore.rest")
 

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..rules.extras import requires_extra
+
 logger = logging.getLogger("lance_metastore.rest")
 
 # A credential longer than this is refused unread (a JWT with a few claims is well under 2 KB).
@@ -247,7 +249,8 @@ class JwtBearer(Authenticator):
         refetch_seconds: str | float = 30,
         fetch_timeout_seconds: str | float = 5,
     ) -> None:
-        import jwt  # the ``server`` extra
+        with requires_extra("server"):
+            import jwt
 
         self._jwt = jwt
         self.issuer, self.audience, self.jwks = issuer, audience, jwks

@@ -22,8 +22,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from ..rules.extras import requires_extra
+
+with requires_extra("server"):
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
 
 logger = logging.getLogger("lance_metastore.rest")
 

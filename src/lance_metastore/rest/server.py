@@ -7,7 +7,6 @@ URL is known (and printed) before the first request can arrive.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import signal
 import socket
@@ -15,13 +14,17 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-import uvicorn
 from lance_namespace import LanceNamespace
 
+from ..rules.extras import requires_extra
+from ..rules.loopback import is_loopback
 from .access import AccessControl
 from .app import access_with_token, create_app
 from .connections import ClientLimits
 from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
+
+with requires_extra("server"):
+    import uvicorn
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 2333  # the spec's default port
@@ -48,19 +51,6 @@ def bind(host: str, port: int) -> socket.socket:
 
 class ExposureError(ValueError):
     """A server that would answer anyone on the network, unauthenticated, unasked."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (an address or a name) reaches only this machine."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except OSError:
-        return False
-    return bool(addresses) and all(ipaddress.ip_address(a).is_loopback for a in addresses)
 
 
 def check_exposure(host: str, authentication: object, insecure: bool) -> None:

@@ -38,6 +38,7 @@ from lance_namespace.errors import (
 )
 
 from .config import Property, Settings, boolean, one_of
+from .extras import requires_extra
 from .redaction import VENDED_CREDENTIALS_MARKER, VENDOR_PREFIX, looks_secret
 
 logger = logging.getLogger("lance_metastore.credentials")
@@ -303,7 +304,8 @@ class CredentialVendor:
     def _sts_client(self) -> Any:
         with self._lock:
             if self._sts is None:
-                import boto3  # the `aws` extra; only a vending namespace needs it
+                with requires_extra("aws"):  # only a vending namespace needs boto3
+                    import boto3
 
                 settings = self._settings
                 kwargs: dict[str, Any] = {}

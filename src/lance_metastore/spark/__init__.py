@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..rules.extras import requires_extra
 from .sql import sql_conf
 
 __all__ = [
@@ -50,7 +51,8 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
     default in Spark, and a reader that pushes filters fails while it is off); with False the
     session setting is left alone and reads must set option ``pushdown=false`` if it is off.
     """
-    from .source import LanceDataSource
+    with requires_extra("spark"):
+        from .source import LanceDataSource
 
     if filter_pushdown:
         spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
@@ -84,7 +86,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+    with requires_extra("spark"):
+        return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
 def _parallelism(spark: Any) -> int:

@@ -88,7 +88,7 @@ def hms_start(
 ) -> None:
     """Start a local Hive Metastore in the background and print its thrift:// uri."""
     from ...hive.local import LocalMetastore, MetastoreAlreadyRunningError
-    from ...rest import is_loopback
+    from ...rules.loopback import is_loopback
 
     with running(ctx, json_flag) as state:
         directory = hms_data_dir(data_dir)

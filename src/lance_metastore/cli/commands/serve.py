@@ -168,10 +168,16 @@ def serve_command(
     Prints the URL it serves on as its first line; one audit line per request on stderr.
     SIGHUP re-reads the token, key, JWKS and policy files; open connections stay open.
     """
-    from ...rest import ClientLimits, ExposureError, check_exposure, is_loopback
-    from ...rest import serve as serve_rest
-
     with running(ctx) as state:
+        # Inside running(): without the server extra this is its one-line error.
+        from ...rest import (
+            ClientLimits,
+            ExposureError,
+            check_exposure,
+            is_loopback,
+        )
+        from ...rest import serve as serve_rest
+
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError("TLS needs both --tls-cert and --tls-key")
         if jwt_jwks and not (jwt_issuer and jwt_audience):

@@ -1,0 +1,83 @@
+"""Each optional part answers one line naming its extra when that extra is not installed.
+
+Every check runs in a child interpreter of this environment where the extra's modules are made
+unimportable (``sys.modules[name] = None``, which is how Python itself marks a module that may
+not be imported), so the test environment's full install still tests the core-only case. A
+real core-only install in a fresh venv: tests/test_quickstart.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lance_metastore.rules.extras import EXTRA_MODULES, install_hint
+
+# What a user touches first for each extra, and the extra whose hint it must print.
+ENTRANCES = [
+    ("glue", "import lance_metastore; lance_metastore.GlueNamespace"),
+    ("glue", "import lance_metastore; lance_metastore.connect('glue', {})"),
+    ("hive", "import lance_metastore; lance_metastore.Hive3Namespace"),
+    ("hive", "import lance_metastore; lance_metastore.connect('hive2', {'uri': 'thrift://h:1'})"),
+    ("server", "import lance_metastore.rest"),
+    ("spark", "import lance_metastore.spark as s; s.register(None)"),
+    ("spark", "import lance_metastore.spark as s; s.LanceTable"),
+    ("aws", "import lance_metastore.glue.aws"),
+]
+
+CHILD = """
+import json, sys
+for name in json.loads(sys.argv[1]):
+    sys.modules[name] = None  # unimportable, as if not installed
+try:
+    exec(sys.argv[2])
+except ImportError as error:
+    print(json.dumps({"type": type(error).__name__, "message": str(error)}))
+else:
+    print(json.dumps({"type": None}))
+"""
+
+
+def run_without(modules: frozenset[str], code: str) -> dict[str, str | None]:
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, json.dumps(sorted(modules)), code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(("extra", "code"), ENTRANCES)
+def test_missing_extra_is_one_line_naming_it(extra: str, code: str) -> None:
+    outcome = run_without(EXTRA_MODULES[extra], code)
+    assert outcome["type"] == "MissingExtraError"
+    message = outcome["message"]
+    assert "\n" not in message
+    assert message.endswith(install_hint(extra))
+
+
+def test_the_core_imports_no_optional_part() -> None:
+    every_optional = frozenset().union(*EXTRA_MODULES.values())
+    code = (
+        "import lance_metastore, lance_namespace, lance_metastore.cli.app\n"
+        "assert 'lance_metastore.glue' not in sys.modules\n"
+        "assert 'lance_metastore.hive' not in sys.modules\n"
+        # the aliases are registered as class path strings, not imported classes
+        "assert lance_metastore.ALIASES['glue'] == 'lance_metastore.GlueNamespace'\n"
+    )
+    assert run_without(every_optional, code) == {"type": None}
+
+
+def test_other_import_errors_pass_through() -> None:
+    """A missing module that no extra provides is a real fault, not a missing extra."""
+    code = (
+        "from lance_metastore.rules.extras import requires_extra\n"
+        "with requires_extra('glue'):\n"
+        "    import a_module_nobody_ships\n"
+    )
+    assert run_without(frozenset(), code)["type"] == "ModuleNotFoundError"
