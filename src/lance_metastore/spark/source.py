@@ -17,6 +17,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import LongType, StructType
 
+from ..rules.extras import MissingExtraError
 from .options import OptionError, bool_option, parse_target
 from .plan import plan_write
 from .reader import (
@@ -36,7 +37,7 @@ from .writer import LanceWriter
 Method = TypeVar("Method", bound=Callable[..., Any])
 
 # Errors whose message says what to do: the person needs that line, not our frames.
-ACTIONABLE_ERRORS = (LanceNamespaceError, OptionError)
+ACTIONABLE_ERRORS = (LanceNamespaceError, OptionError, MissingExtraError)
 
 
 def one_line_errors(method: Method) -> Method:
