@@ -251,10 +251,12 @@ def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         metastore.stop()
 
 
-def _standalone_metastore(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def _standalone_metastore(
+    version: str, tmp_path_factory: pytest.TempPathFactory, **options: Any
+) -> Iterator[str]:
     from lance_metastore.hive.local import LocalMetastore
 
-    metastore = LocalMetastore(tmp_path_factory.mktemp(f"hms{version}"), version=version)
+    metastore = LocalMetastore(tmp_path_factory.mktemp(f"hms{version}"), version=version, **options)
     metastore.start()
     try:
         yield metastore.uri
@@ -263,9 +265,17 @@ def _standalone_metastore(version: str, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="session")
-def hms31_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Hive Metastore 3.1.3 (standalone, from Maven Central), once per session."""
-    yield from _standalone_metastore("3.1", tmp_path_factory)
+def hms31_uri(
+    tmp_path_factory: pytest.TempPathFactory, stock_moto: StockMotoServer
+) -> Iterator[str]:
+    """A real Hive Metastore 3.1.3 (standalone, from Maven Central), once per session, with
+    Hadoop's S3A file system on ``stock_moto``'s S3, so tables may live on ``s3://`` there."""
+    yield from _standalone_metastore(
+        "3.1",
+        tmp_path_factory,
+        s3_endpoint=stock_moto.endpoint,
+        s3_credentials=("metastore-test-key", "metastore-test-secret"),
+    )
 
 
 @pytest.fixture(scope="session")
