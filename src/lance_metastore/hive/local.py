@@ -660,7 +660,9 @@ class LocalMetastore:
         except ValueError as error:
             raise MetastoreError(str(error)) from None
         self._s3_endpoint = s3_endpoint
-        self._s3_credentials = tuple(s3_credentials) if s3_credentials is not None else None
+        self._s3_credentials: tuple[str, str] | None = (
+            (str(s3_credentials[0]), str(s3_credentials[1])) if s3_credentials else None
+        )
         self._data_dir = Path(data_dir).expanduser().resolve()
         self._port = port
         self._host = host
@@ -703,7 +705,7 @@ class LocalMetastore:
             core_conf=state.get("core_conf") or {},
             jvm_options=state.get("jvm_options") or (),
             s3_endpoint=state.get("s3_endpoint"),
-            s3_credentials=tuple(state["s3_credentials"]) if state.get("s3_credentials") else None,
+            s3_credentials=state.get("s3_credentials"),
         )
         pid = state.get("pid")
         metastore._pid = int(pid) if pid is not None else None
@@ -759,6 +761,16 @@ class LocalMetastore:
     def s3_enabled(self) -> bool:
         """Whether it runs with Hadoop's S3A file system (``s3://`` table locations)."""
         return self._s3_endpoint is not None or self._s3_credentials is not None
+
+    @property
+    def s3_endpoint(self) -> str | None:
+        """The S3 endpoint its S3A file system uses (``""``: AWS; None: no S3)."""
+        return self._s3_endpoint
+
+    @property
+    def s3_credentials(self) -> tuple[str, str] | None:
+        """The access key id and secret its S3A file system signs with (None: Hadoop's chain)."""
+        return self._s3_credentials
 
     @property
     def _runtime_release(self) -> HiveRelease:
