@@ -47,7 +47,7 @@ settings.load_profile("lance-metastore")
 # signed by a principal whose IAM policy grants no catalog action. "hive_kerberos": Hive 2 on
 # a metastore that requires Kerberos (SASL/GSSAPI), with a test KDC. "hive3-3.1", "hive3-4":
 # Hive 3 with real catalogs on real Hive Metastores 3.1 and 4.0 (fetched with Maven once per
-# machine, started once per session).
+# machine, started once per session; 3.1 with Hadoop's S3A on moto's S3, for s3:// tables).
 BACKENDS = [
     "glue",
     "glue-stock",

@@ -305,14 +305,21 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m lance_metastore.hive.distributions [VERSION ...]``: fetch releases ahead of
-    time (CI, scripts/setup.sh), so a test session never pays the download inside a test timeout."""
+    time (CI, scripts/setup.sh), so a test session never pays the download inside a test timeout.
+    ``3.1+s3`` is 3.1 with Hadoop's S3A (the test suite's HMS 3.1); no argument fetches all."""
     import sys
 
     keys = (argv if argv is not None else sys.argv[1:]) or [
-        key for key, chosen in RELEASES.items() if not chosen.bundled
+        *(key for key, chosen in RELEASES.items() if not chosen.bundled),
+        *(f"{key}+s3" for key, chosen in RELEASES.items() if chosen.s3_artifacts),
     ]
     for key in keys:
-        chosen = release(key)
+        base, _, flavour = key.partition("+")
+        try:
+            chosen = release(base).with_s3() if flavour == "s3" else release(key)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
         if chosen.bundled:
             print(f"Hive Metastore {chosen.version}: ships with pyspark, nothing to fetch")
             continue
@@ -322,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             print(error, file=sys.stderr)
             return 1
         size = release_size(chosen) / 2**20
-        print(f"Hive Metastore {chosen.version}: {lib} ({size:.0f} MiB)")
+        print(f"Hive Metastore {key}: {lib} ({size:.0f} MiB)")
     return 0
 
 
