@@ -47,7 +47,7 @@ settings.load_profile("lance-metastore")
 # signed by a principal whose IAM policy grants no catalog action. "hive_kerberos": Hive 2 on
 # a metastore that requires Kerberos (SASL/GSSAPI), with a test KDC. "hive3-3.1", "hive3-4":
 # Hive 3 with real catalogs on real Hive Metastores 3.1 and 4.0 (fetched with Maven once per
-# machine, started once per session).
+# machine, started once per session; 3.1 with Hadoop's S3A on moto's S3, for s3:// tables).
 BACKENDS = [
     "glue",
     "glue-stock",
@@ -251,10 +251,12 @@ def spare_metastore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         metastore.stop()
 
 
-def _standalone_metastore(version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def _standalone_metastore(
+    version: str, tmp_path_factory: pytest.TempPathFactory, **options: Any
+) -> Iterator[str]:
     from lance_metastore.hive.local import LocalMetastore
 
-    metastore = LocalMetastore(tmp_path_factory.mktemp(f"hms{version}"), version=version)
+    metastore = LocalMetastore(tmp_path_factory.mktemp(f"hms{version}"), version=version, **options)
     metastore.start()
     try:
         yield metastore.uri
@@ -263,9 +265,17 @@ def _standalone_metastore(version: str, tmp_path_factory: pytest.TempPathFactory
 
 
 @pytest.fixture(scope="session")
-def hms31_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real Hive Metastore 3.1.3 (standalone, from Maven Central), once per session."""
-    yield from _standalone_metastore("3.1", tmp_path_factory)
+def hms31_uri(
+    tmp_path_factory: pytest.TempPathFactory, stock_moto: StockMotoServer
+) -> Iterator[str]:
+    """A real Hive Metastore 3.1.3 (standalone, from Maven Central), once per session, with
+    Hadoop's S3A file system on ``stock_moto``'s S3, so tables may live on ``s3://`` there."""
+    yield from _standalone_metastore(
+        "3.1",
+        tmp_path_factory,
+        s3_endpoint=stock_moto.endpoint,
+        s3_credentials=("metastore-test-key", "metastore-test-secret"),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -542,6 +542,48 @@ def test_hms_start_version_4(java: str, tmp_path: Path) -> None:
         assert cli("hms", "stop", "--data-dir", str(data_dir)).stdout.strip() == "stopped"
 
 
+@pytest.mark.timeout(240)
+def test_hms_start_s3_endpoint(java: str, stock_moto, tmp_path: Path) -> None:
+    """``hms start --version 3.1 --s3-endpoint URL``: a metastore that accepts tables on
+    ``s3://`` (moto's S3 here), signing with the AWS_* keys of the starting shell; 2.3 refuses."""
+    from lance_metastore import connect
+
+    cli = Cli()
+    refused = cli("hms", "start", "--data-dir", str(tmp_path / "x"), "--s3-endpoint", "aws", code=1)
+    assert "2.3 cannot hold s3:// locations here; use version 3.1" in refused.stderr
+    bucket = f"hms-cli-{uuid.uuid4().hex[:8]}"
+    stock_moto.client("s3").create_bucket(Bucket=bucket)
+    data_dir = tmp_path / "hms31"
+    keys = {"AWS_ACCESS_KEY_ID": "cli-test-key", "AWS_SECRET_ACCESS_KEY": "cli-test-secret"}
+    with stopped_at_exit(data_dir):
+        options = ("--data-dir", str(data_dir), "--version", "3.1")
+        started = run_module(
+            "hms", "start", *options, "--s3-endpoint", stock_moto.endpoint, env=keys
+        )
+        assert started.returncode == 0, started.stderr
+        core_site = data_dir / "conf" / "core-site.xml"
+        assert "cli-test-secret" in core_site.read_text()
+        assert core_site.stat().st_mode & 0o777 == 0o600
+        storage = {
+            "storage.aws_endpoint": stock_moto.endpoint,
+            "storage.allow_http": "true",
+            "storage.aws_region": "us-east-1",
+            "storage.aws_access_key_id": "client-key",
+            "storage.aws_secret_access_key": "client-secret",
+        }
+        ns = connect(
+            "hive3", {"uri": started.stdout.strip(), "root": f"s3://{bucket}/lake", **storage}
+        )
+        ns.create_namespace({"id": ["hive", "on_s3"]})
+        declared = ns.declare_table({"id": ["hive", "on_s3", "t"]})
+        assert declared.location.startswith(f"s3://{bucket}/lake/")
+        assert cli("hms", "stop", "--data-dir", str(data_dir)).stdout.strip() == "stopped"
+        # restarted without the flag: the data directory keeps its S3 settings
+        assert run_module("hms", "start", "--data-dir", str(data_dir)).returncode == 0
+        assert "cli-test-secret" in core_site.read_text()
+        assert cli("hms", "stop", "--data-dir", str(data_dir)).stdout.strip() == "stopped"
+
+
 # --------------------------------------------------------------------------------------------
 # What a new user meets first
 # --------------------------------------------------------------------------------------------

@@ -69,13 +69,13 @@ def _create_database(client, name: str) -> None:
         client.create_database(Database(name=name, description="test", parameters={}))
 
 
-def _create_table(client, db: str, name: str, location: Path, table_type: str | None) -> None:
+def _create_table(client, db: str, name: str, location: Path | str, table_type: str | None) -> None:
     parameters = {"EXTERNAL": "TRUE"}
     if table_type is not None:
         parameters["table_type"] = table_type
     sd = StorageDescriptor(
         cols=[FieldSchema(name="id", type="bigint", comment="")],
-        location=location.as_uri(),
+        location=location if isinstance(location, str) else location.as_uri(),
         serdeInfo=SerDeInfo(name=name, parameters={}),
         parameters={},
     )
@@ -313,6 +313,64 @@ def test_a_data_dir_keeps_its_release(hms31_uri, tmp_path_factory):
     )
     with pytest.raises(MetastoreError, match=r"holds a Hive Metastore 3\.1 database"):
         LocalMetastore(data_dir, version="4").start()
+
+
+def test_hms31_creates_and_alters_s3_tables_through_s3a(hms31_uri, stock_moto) -> None:
+    """The 3.1 fixture runs with Hadoop's S3A on moto's S3 (``s3_endpoint``): the metastore
+    checks and creates a new table's directory on S3 (for ``s3://`` and ``s3a://``), where
+    without S3A it answers ``No FileSystem for scheme "s3"``."""
+    bucket = f"hms-{os.urandom(4).hex()}"
+    stock_moto.client("s3").create_bucket(Bucket=bucket)
+    host, port = hms31_uri.removeprefix("thrift://").rsplit(":", 1)
+    with hms_local.thrift_client(host, int(port)) as client:
+        _create_database(client, "on_s3")
+        for scheme in ("s3", "s3a"):
+            _create_table(client, "on_s3", scheme, f"{scheme}://{bucket}/lake/{scheme}", "lance")
+            table = client.get_table("on_s3", scheme)
+            assert table.sd.location == f"{scheme}://{bucket}/lake/{scheme}"
+            table.parameters["version"] = "2"
+            client.alter_table("on_s3", scheme, table)
+            assert client.get_table("on_s3", scheme).parameters["version"] == "2"
+            client.drop_table("on_s3", scheme, False)
+    listed = stock_moto.client("s3").list_objects_v2(Bucket=bucket, Prefix="lake/")
+    assert {o["Key"] for o in listed.get("Contents", [])} == {"lake/s3/", "lake/s3a/"}
+
+
+def test_s3_settings_are_hadoops_s3a_and_kept_private(tmp_path: Path) -> None:
+    from lance_metastore.hive.local import MetastoreError, s3_site_properties
+
+    on_premises = s3_site_properties("http://127.0.0.1:9000", ("key-id", "the-secret"))
+    assert on_premises["fs.s3.impl"] == on_premises["fs.s3a.impl"]
+    assert on_premises["fs.s3a.impl"] == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert on_premises["fs.s3a.path.style.access"] == "true"
+    assert on_premises["fs.s3a.connection.ssl.enabled"] == "false"
+    assert on_premises["fs.s3a.secret.key"] == "the-secret"
+    assert "fs.s3a.endpoint" not in s3_site_properties("")  # AWS itself: Hadoop's default
+    assert "fs.s3a.access.key" not in s3_site_properties("")  # Hadoop's credential chain
+
+    metastore = LocalMetastore(
+        tmp_path,
+        version="3.1",
+        s3_endpoint="http://127.0.0.1:9000",
+        s3_credentials=("key-id", "the-secret"),
+    )
+    metastore._port = 1
+    metastore._write_conf()
+    metastore._write_state()
+    for written in (metastore.conf_dir / "core-site.xml", tmp_path / STATE_FILE):
+        assert "the-secret" in written.read_text()
+        assert written.stat().st_mode & 0o777 == 0o600
+    found = LocalMetastore.from_data_dir(tmp_path)
+    assert (found.s3_endpoint, found.s3_credentials) == (
+        metastore.s3_endpoint,
+        ("key-id", "the-secret"),
+    )
+    assert "the-secret" not in repr(found)
+    for version in ("2.3", "4"):
+        with pytest.raises(
+            MetastoreError, match=r"cannot hold s3:// locations here; use version 3\.1"
+        ):
+            LocalMetastore(tmp_path / version, version=version, s3_endpoint="")
 
 
 def test_offline_fetch_names_the_missing_artifact(tmp_path, monkeypatch):

@@ -14,6 +14,13 @@ Release notes that shaped the choices below:
 - ``jdk.tools`` (pulled by old Hadoop poms, a JDK 8 ``tools.jar``) does not exist on Java 9+.
 - Janino runs the short boot script (see :mod:`lance_metastore.hive.local`), as it does for 2.3
   from the pyspark wheel.
+- S3 (``s3://``, ``s3a://`` locations): a metastore checks and creates a table's directory
+  through Hadoop's FileSystem, so it needs Hadoop's S3A file system (``hadoop-aws``, with the
+  AWS SDK it names) of the same version as its ``hadoop-common``. The 3.1.3 standalone pom
+  builds against Hadoop 3.1.0 but leaves ``hadoop-common`` optional (without it Maven picks
+  2.6.0 through a metrics reporter, whose S3A has no endpoint or path-style settings), so
+  :meth:`HiveRelease.with_s3` resolves the release again with ``hadoop-common`` and
+  ``hadoop-aws`` 3.1.0 in one pom (one version of each jar), cached apart (``3.1.3+s3``).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from xml.sax.saxutils import escape
 
@@ -72,6 +79,29 @@ class HiveRelease:
     lone_jars: tuple[str, ...] = ()
     # group:artifact (``*`` for any) of dependencies the metastore never loads.
     exclusions: tuple[str, ...] = ()
+    # Hadoop's S3A file system for this release (empty: S3 locations are not supported).
+    s3_artifacts: tuple[str, ...] = ()
+    # Names the cache directory of a variant of the release (``s3``), empty for the plain one.
+    flavour: str = ""
+
+    @property
+    def supports_s3(self) -> bool:
+        """Whether :meth:`with_s3` can give this release an S3 file system."""
+        return bool(self.s3_artifacts) or self.flavour == "s3"
+
+    def with_s3(self) -> HiveRelease:
+        """This release with Hadoop's S3A file system, so tables may live on ``s3://``."""
+        if self.flavour == "s3":
+            return self
+        if not self.s3_artifacts:
+            supported = ", ".join(k for k, r in RELEASES.items() if r.s3_artifacts)
+            raise ValueError(
+                f"a local Hive Metastore {self.key} cannot hold s3:// locations here; "
+                f"use version {supported}"
+            )
+        return replace(
+            self, artifacts=(*self.artifacts, *self.s3_artifacts), s3_artifacts=(), flavour="s3"
+        )
 
     @property
     def bundled(self) -> bool:
@@ -86,7 +116,17 @@ class HiveRelease:
 
 RELEASES: dict[str, HiveRelease] = {
     "2.3": HiveRelease("2.3", "2.3"),
-    "3.1": HiveRelease("3.1", "3.1.3", ("org.apache.hive:hive-standalone-metastore:3.1.3",)),
+    "3.1": HiveRelease(
+        "3.1",
+        "3.1.3",
+        ("org.apache.hive:hive-standalone-metastore:3.1.3",),
+        # The Hadoop the 3.1.3 pom builds against (its hadoop.version), and its S3A, which
+        # brings com.amazonaws:aws-java-sdk-bundle:1.11.271.
+        s3_artifacts=(
+            "org.apache.hadoop:hadoop-common:3.1.0",
+            "org.apache.hadoop:hadoop-aws:3.1.0",
+        ),
+    ),
     "4": HiveRelease(
         "4",
         "4.0.1",
@@ -130,7 +170,8 @@ def cache_dir() -> Path:
 
 
 def release_dir(chosen: HiveRelease) -> Path:
-    return cache_dir() / chosen.version
+    name = f"{chosen.version}+{chosen.flavour}" if chosen.flavour else chosen.version
+    return cache_dir() / name
 
 
 def cached_lib(chosen: HiveRelease) -> Path | None:
@@ -264,14 +305,21 @@ def _exclusive(path: Path) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m lance_metastore.hive.distributions [VERSION ...]``: fetch releases ahead of
-    time (CI, scripts/setup.sh), so a test session never pays the download inside a test timeout."""
+    time (CI, scripts/setup.sh), so a test session never pays the download inside a test timeout.
+    ``3.1+s3`` is 3.1 with Hadoop's S3A (the test suite's HMS 3.1); no argument fetches all."""
     import sys
 
     keys = (argv if argv is not None else sys.argv[1:]) or [
-        key for key, chosen in RELEASES.items() if not chosen.bundled
+        *(key for key, chosen in RELEASES.items() if not chosen.bundled),
+        *(f"{key}+s3" for key, chosen in RELEASES.items() if chosen.s3_artifacts),
     ]
     for key in keys:
-        chosen = release(key)
+        base, _, flavour = key.partition("+")
+        try:
+            chosen = release(base).with_s3() if flavour == "s3" else release(key)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
         if chosen.bundled:
             print(f"Hive Metastore {chosen.version}: ships with pyspark, nothing to fetch")
             continue
@@ -281,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
             print(error, file=sys.stderr)
             return 1
         size = release_size(chosen) / 2**20
-        print(f"Hive Metastore {chosen.version}: {lib} ({size:.0f} MiB)")
+        print(f"Hive Metastore {key}: {lib} ({size:.0f} MiB)")
     return 0
 
 

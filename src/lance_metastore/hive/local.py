@@ -44,6 +44,12 @@ The exception: a 2.3 or 3.1 metastore with TLS (``hive.metastore.use.SSL``) stil
 every interface, because Java's TLS server socket cannot accept through the guard. After a
 start on Linux, :meth:`LocalMetastore.listening_addresses` shows what the kernel says the port
 is bound to, and ``start`` warns if it is more than ``host``.
+
+Tables on S3: a metastore checks (and creates) a table's directory through Hadoop's FileSystem
+when it creates or alters the entry, and answers ``No FileSystem for scheme "s3"`` without one.
+``LocalMetastore(..., version="3.1", s3_endpoint=..., s3_credentials=...)`` runs the release
+with Hadoop's S3A file system (:meth:`HiveRelease.with_s3`) and writes the Hadoop settings of
+:func:`s3_site_properties` into ``core-site.xml``, as a deployment configures its metastore.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ __all__ = [
     "java_executable",
     "listening_addresses",
     "metastore_site_properties",
+    "s3_site_properties",
     "thrift_client",
 ]
 
@@ -437,6 +444,41 @@ def metastore_site_properties(
     return properties
 
 
+_S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+
+
+def s3_site_properties(
+    endpoint: str | None = None, credentials: tuple[str, str] | None = None
+) -> dict[str, str]:
+    """Hadoop settings (``core-site.xml``) giving a metastore S3A for ``s3://`` and ``s3a://``.
+
+    ``endpoint`` names an S3-compatible store (MinIO, Ceph, moto): path-style addressing, and
+    plain HTTP when its URL says ``http://``; None means AWS itself. ``credentials`` is an
+    access key id and secret; None leaves Hadoop's default chain (environment, instance
+    profile) to find them.
+    """
+    properties = {"fs.s3.impl": _S3A_FILE_SYSTEM, "fs.s3a.impl": _S3A_FILE_SYSTEM}
+    if endpoint:
+        properties["fs.s3a.endpoint"] = endpoint
+        properties["fs.s3a.path.style.access"] = "true"
+        properties["fs.s3a.connection.ssl.enabled"] = str(
+            not endpoint.lower().startswith("http://")
+        ).lower()
+    if credentials is not None:
+        access_key_id, secret_access_key = credentials
+        properties["fs.s3a.access.key"] = access_key_id
+        properties["fs.s3a.secret.key"] = secret_access_key
+    return properties
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner may read (it may hold storage credentials)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+
+
 def _hive_site_xml(properties: Mapping[str, str]) -> str:
     lines = ['<?xml version="1.0"?>', "<configuration>"]
     for name, value in properties.items():
@@ -595,6 +637,12 @@ class LocalMetastore:
     ``core-site.xml``, e.g. ``hadoop.security.authentication=kerberos``), ``jvm_options``
     (e.g. ``-Djava.security.krb5.conf=...``) and a ``probe``: whether ``(host, port)`` answers
     a call, made by a client that can authenticate (the default makes a plain Thrift call).
+
+    Tables on S3 need ``s3_endpoint`` (an S3-compatible store's URL; ``""`` for AWS itself)
+    and optionally ``s3_credentials`` (access key id, secret; else Hadoop's default chain):
+    the metastore then runs with Hadoop's S3A file system (see :func:`s3_site_properties`).
+    Hive 3.1 only (2.3 and 4 refuse). The credentials are written to files only the owner
+    may read (``conf/core-site.xml`` and the state file) and never shown in ``repr``.
     """
 
     def __init__(
@@ -609,11 +657,19 @@ class LocalMetastore:
         core_conf: Mapping[str, str] | None = None,
         jvm_options: Sequence[str] = (),
         probe: Callable[[str, int], bool] | None = None,
+        s3_endpoint: str | None = None,
+        s3_credentials: tuple[str, str] | None = None,
     ) -> None:
         try:
             self._release = release(version)
+            if s3_endpoint is not None or s3_credentials is not None:
+                self._release.with_s3()  # refuses a release without an S3 file system
         except ValueError as error:
             raise MetastoreError(str(error)) from None
+        self._s3_endpoint = s3_endpoint
+        self._s3_credentials: tuple[str, str] | None = (
+            (str(s3_credentials[0]), str(s3_credentials[1])) if s3_credentials else None
+        )
         self._data_dir = Path(data_dir).expanduser().resolve()
         self._port = port
         self._host = host
@@ -655,6 +711,8 @@ class LocalMetastore:
             version=str(state.get("version", DEFAULT_VERSION)),
             core_conf=state.get("core_conf") or {},
             jvm_options=state.get("jvm_options") or (),
+            s3_endpoint=state.get("s3_endpoint"),
+            s3_credentials=state.get("s3_credentials"),
         )
         pid = state.get("pid")
         metastore._pid = int(pid) if pid is not None else None
@@ -705,6 +763,25 @@ class LocalMetastore:
     @property
     def conf_dir(self) -> Path:
         return self._data_dir / CONF_DIR
+
+    @property
+    def s3_enabled(self) -> bool:
+        """Whether it runs with Hadoop's S3A file system (``s3://`` table locations)."""
+        return self._s3_endpoint is not None or self._s3_credentials is not None
+
+    @property
+    def s3_endpoint(self) -> str | None:
+        """The S3 endpoint its S3A file system uses (``""``: AWS; None: no S3)."""
+        return self._s3_endpoint
+
+    @property
+    def s3_credentials(self) -> tuple[str, str] | None:
+        """The access key id and secret its S3A file system signs with (None: Hadoop's chain)."""
+        return self._s3_credentials
+
+    @property
+    def _runtime_release(self) -> HiveRelease:
+        return self._release.with_s3() if self.s3_enabled else self._release
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -763,7 +840,7 @@ class LocalMetastore:
         if self._release.bundled:
             return find_pyspark_jars()
         try:
-            return fetch_release(self._release)
+            return fetch_release(self._runtime_release)
         except ReleaseFetchError as error:
             raise MetastoreError(str(error)) from error
 
@@ -893,8 +970,14 @@ class LocalMetastore:
         properties.update(self._hive_conf)
         (self.conf_dir / site).write_text(_hive_site_xml(properties))
         core_site = self.conf_dir / "core-site.xml"
-        if self._core_conf:
-            core_site.write_text(_hive_site_xml(self._core_conf))
+        core_properties = dict(self._core_conf)
+        if self.s3_enabled:
+            core_properties = {
+                **s3_site_properties(self._s3_endpoint, self._s3_credentials),
+                **core_properties,
+            }
+        if core_properties:
+            _write_private(core_site, _hive_site_xml(core_properties))
         else:
             core_site.unlink(missing_ok=True)
         (self.conf_dir / log_config).write_text(_LOG4J2_PROPERTIES)
@@ -966,12 +1049,14 @@ class LocalMetastore:
             "version": self.version,
             "core_conf": self._core_conf,
             "jvm_options": self._jvm_options,
+            "s3_endpoint": self._s3_endpoint,
+            "s3_credentials": self._s3_credentials,
             "uri": f"thrift://{self._host}:{self._port}",
             "log": str(self.log_path),
         }
         path = self._data_dir / STATE_FILE
         temporary = path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(state, indent=2) + "\n")
+        _write_private(temporary, json.dumps(state, indent=2) + "\n")
         temporary.replace(path)
 
     def _wait_until_ready(self, timeout: float) -> None:

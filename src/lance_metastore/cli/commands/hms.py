@@ -84,6 +84,16 @@ def hms_start(
             "once with Maven). Default: the one the data directory holds.",
         ),
     ] = None,
+    s3_endpoint: Annotated[
+        str | None,
+        typer.Option(
+            "--s3-endpoint",
+            metavar="URL",
+            help="Let tables live on s3:// (3.1 only): the S3 endpoint the metastore checks "
+            "table directories on ('aws': AWS itself), signing with AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY if set. Default: what the data directory used.",
+        ),
+    ] = None,
     json_flag: JsonFlag = False,
 ) -> None:
     """Start a local Hive Metastore in the background and print its thrift:// uri."""
@@ -92,6 +102,7 @@ def hms_start(
 
     with running(ctx, json_flag) as state:
         directory = hms_data_dir(data_dir)
+        s3 = s3_options(s3_endpoint)
         try:
             metastore = LocalMetastore.from_data_dir(directory)
             wanted = version or metastore.version
@@ -100,14 +111,19 @@ def hms_start(
                 (port and metastore.port != port)
                 or wanted != metastore.version
                 or wanted_host != metastore.host
+                or s3
             )
             if changed and not metastore.is_running():
+                s3 = s3 or {
+                    "s3_endpoint": metastore.s3_endpoint,
+                    "s3_credentials": metastore.s3_credentials,
+                }
                 metastore = LocalMetastore(
-                    directory, port=port or metastore.port, host=wanted_host, version=wanted
+                    directory, port=port or metastore.port, host=wanted_host, version=wanted, **s3
                 )
         except FileNotFoundError:
             metastore = LocalMetastore(
-                directory, port=port, host=host or "127.0.0.1", version=version or "2.3"
+                directory, port=port, host=host or "127.0.0.1", version=version or "2.3", **s3
             )
         if not is_loopback(metastore.host):
             sys.stderr.write(
@@ -132,6 +148,17 @@ def hms_start(
         if already:
             state.output.note(f"already running in {directory}")
         state.output.line(document, document["uri"])
+
+
+def s3_options(endpoint: str | None) -> dict[str, Any]:
+    """``LocalMetastore``'s S3 arguments for ``--s3-endpoint`` (empty without it)."""
+    if endpoint is None:
+        return {}
+    keys = (os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    return {
+        "s3_endpoint": "" if endpoint.lower() == "aws" else endpoint,
+        "s3_credentials": keys if all(keys) else None,
+    }
 
 
 @hms_app.command("status")
