@@ -101,7 +101,7 @@ PY
   fi
   if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
     step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
-    .venv/bin/python -m lance_metastore.hive.distributions 3.1 4
+    .venv/bin/python -m lance_metastore.hive.distributions 3.1 3.1+s3 4
   fi
 }
 

@@ -129,6 +129,14 @@ def test_caller_ceiling_only_narrows():
     assert credentials.narrowed("admin", None) == "admin"
     with pytest.raises(ValueError, match="permission must be one of"), vending_at_most("all"):
         pass
+    # Nested blocks only narrow: a server's own (wider) ceiling inside a narrower one keeps it.
+    with vending_at_most("read"), vending_at_most("admin"):
+        assert credentials.permission_to_vend("write") == "read"
+    with vending_at_most("write"), vending_at_most(None):
+        assert credentials.permission_to_vend("admin") == "write"
+    with vending_at_most("none"), vending_at_most("write"):
+        assert credentials.permission_to_vend("write") is None
+    assert credentials.permission_to_vend("write") == "write"
 
 
 @pytest.mark.parametrize(

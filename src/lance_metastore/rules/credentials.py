@@ -118,16 +118,25 @@ NOTHING = "none"
 @contextlib.contextmanager
 def vending_at_most(permission: str | None) -> Iterator[None]:
     """Within this block, vend no more than ``permission`` (read, write or admin; ``none``:
-    no credentials; None: no narrowing). The REST server wraps each call in it with the
+    no credentials; None: no narrowing). Blocks nest by narrowing: an inner block never
+    widens what an outer one allows. The REST server wraps each call in it with the
     caller's privilege, so a reader gets read-only credentials even from a namespace
     configured to vend write."""
     if permission is not None and permission not in (*PERMISSIONS, NOTHING):
         raise ValueError(f"permission must be one of {', '.join(PERMISSIONS)}, got {permission!r}")
-    token = _caller_ceiling.set(permission)
+    token = _caller_ceiling.set(_weaker(_caller_ceiling.get(), permission))
     try:
         yield
     finally:
         _caller_ceiling.reset(token)
+
+
+def _weaker(first: str | None, second: str | None) -> str | None:
+    """The narrower of two ceilings (None: no ceiling), so nested blocks only ever narrow."""
+    if first is None or second is None:
+        return second if first is None else first
+    order = (NOTHING, *PERMISSIONS)
+    return min(first, second, key=order.index)
 
 
 def narrowed(configured: str, ceiling: str | None) -> str:
