@@ -25,7 +25,13 @@ ENTRANCES = [
     ("server", "import lance_metastore.rest"),
     ("spark", "import lance_metastore.spark as s; s.register(None)"),
     ("spark", "import lance_metastore.spark as s; s.LanceTable"),
-    ("aws", "import lance_metastore.glue.aws"),
+    # A Hive namespace that vends S3 credentials needs boto3 for STS: the `aws` extra alone.
+    (
+        "aws",
+        "import lance_metastore; lance_metastore.connect('hive2', {'uri': 'thrift://h:1', "
+        "'credential_vendor.enabled': 'true', 'credential_vendor.aws_role_arn': "
+        "'arn:aws:iam::123456789012:role/r'})._vendor._sts_client()",
+    ),
 ]
 
 CHILD = """
