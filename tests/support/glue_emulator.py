@@ -11,10 +11,11 @@ unknown target.
 
 ``GlueEmulator`` serves one endpoint on 127.0.0.1 (an OS-chosen port): requests whose
 ``X-Amz-Target`` is ``AWSGlue.*`` are answered by the emulator, everything else (STS, S3, IAM,
-``/moto-api/``) is relayed unchanged to moto's ``ThreadedMotoServer`` as shipped, its
-documented server mode. The emulator adds test hooks: fault injection, a pause hook
-(``hold``), a request log (``recording``), signature checks (``check_signatures``) and a
-principal whose policy grants no catalog action (``catalog_api_denied``).
+``/moto-api/``) is relayed unchanged to moto's ``ThreadedMotoServer`` as shipped (its server
+mode: https://docs.getmoto.org/en/latest/docs/server_mode.html). The emulator adds test hooks:
+fault injection, a pause hook (``hold``), a request log (``recording``), signature checks
+(``check_signatures``) and a principal whose policy grants no catalog action
+(``catalog_api_denied``).
 
 State: catalogs per account (the root catalog's id is the account id; a CatalogId's account
 prefix picks the account, without cross-account permission checks); one region.
