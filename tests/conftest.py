@@ -1,6 +1,6 @@
 """Servers for the whole test session, started once, on 127.0.0.1 with OS-chosen ports.
 
-- ``glue_emulator``: moto's server (Glue, STS, S3) with our Glue emulator extensions.
+- ``glue_emulator``: the Glue emulator (STS, S3 and IAM relayed to moto's server), one port.
 - ``stock_moto``: moto's server as shipped (no catalog API, no VersionId checks).
 - ``backend``: a harness per backend, parametrizing the behaviour suite.
 

@@ -1,9 +1,10 @@
 """Glue-specific tests: catalog hierarchy, configuration, credentials, errors, secrets, S3, columns.
 
 The generic operations are covered by test_behaviour.py. Everything here talks to the Glue
-emulator (moto's real server on 127.0.0.1: Glue, STS and S3 on one port) over HTTP; nothing of
-ours, boto3's or botocore's is mocked. Server-side facts are read back from the server: with
-boto3 clients of its own, with moto's request recorder (``/moto-api/recorder``), or from moto's
+emulator (tests/support/glue_emulator.py: Glue emulated, STS, S3 and IAM relayed to moto's real
+server, all on one port of 127.0.0.1) over HTTP; nothing of ours, boto3's or botocore's is mocked.
+Server-side facts are read back from the server: with boto3 clients of its own, with the
+emulator's request log (moto's request recorder for moto's server as shipped), or from moto's
 in-process STS backend. Tests that need emulator-only helpers skip against real AWS Glue
 (``LANCE_METASTORE_TEST_GLUE_REAL=1``).
 """
@@ -11,6 +12,7 @@ in-process STS backend. Tests that need emulator-only helpers skip against real 
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import logging
@@ -32,7 +34,7 @@ import pyarrow as pa
 import pytest
 from botocore.exceptions import ClientError
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
-from support.glue_emulator import GlueEmulator, glue_endpoint_from_env
+from support.glue_emulator import GlueEmulator, RecordedRequest, glue_endpoint_from_env
 from support.harness import GlueHarness
 from support.waiting import wait_until
 
@@ -124,19 +126,28 @@ def account(glue: GlueHarness) -> str:
 
 
 class Recording:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    """Requests as the server saw them: the emulator's own log, or moto's recorder file."""
 
-    def requests(self) -> list[dict[str, Any]]:
+    def __init__(self, source: list[RecordedRequest] | Path) -> None:
+        self.source = source
+
+    def _raw(self) -> list[tuple[dict[str, str], str]]:
+        if isinstance(self.source, list):
+            return [(r.headers, r.body.decode("utf-8", "replace")) for r in self.source]
         entries = []
-        if not self.path.exists():
+        if not self.source.exists():
             return entries
-        for line in self.path.read_text().splitlines():
+        for line in self.source.read_text().splitlines():
             entry = json.loads(line)
             body = entry.get("body") or ""
             if entry.get("body_encoded"):
                 body = base64.b64decode(body).decode("utf-8", "replace")
-            headers = {k.lower(): v for k, v in entry["headers"].items()}
+            entries.append(({k.lower(): v for k, v in entry["headers"].items()}, body))
+        return entries
+
+    def requests(self) -> list[dict[str, Any]]:
+        entries = []
+        for headers, body in self._raw():
             match = re.search(
                 r"Credential=([^/]+)/[^/]+/[^/]+/([^/]+)/", headers.get("authorization", "")
             )
@@ -163,19 +174,30 @@ class Recording:
         return calls
 
 
-@pytest.fixture
-def recording(glue: GlueHarness, tmp_path: Path) -> Iterator[Recording]:
+@contextlib.contextmanager
+def _recording(server: Any, tmp_path: Path) -> Iterator[Recording]:
+    """The emulator's request log, or moto's request recorder for moto's server as shipped."""
+    if isinstance(server, GlueEmulator):
+        with server.recording() as log:
+            yield Recording(log)
+        return
     from moto.moto_api import recorder
 
     previous = recorder._location
     recorder._location = str(tmp_path / "requests.jsonl")
-    moto_api(glue.emulator, "recorder/reset-recording")
-    moto_api(glue.emulator, "recorder/start-recording")
+    moto_api(server, "recorder/reset-recording")
+    moto_api(server, "recorder/start-recording")
     try:
         yield Recording(tmp_path / "requests.jsonl")
     finally:
-        moto_api(glue.emulator, "recorder/stop-recording")
+        moto_api(server, "recorder/stop-recording")
         recorder._location = previous
+
+
+@pytest.fixture
+def recording(glue: GlueHarness, tmp_path: Path) -> Iterator[Recording]:
+    with _recording(glue.emulator, tmp_path) as recorded:
+        yield recorded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,7 +585,8 @@ def test_session_token_is_sent_with_every_glue_request(glue: GlueHarness, record
 
 @pytest.fixture
 def iam_enforced(glue: GlueHarness) -> Iterator[dict[str, str]]:
-    """moto checks signatures and IAM policies (via its /moto-api/reset-auth switch)."""
+    """Signatures are checked: by moto with IAM policies for STS (its /moto-api/reset-auth
+    switch), by the emulator for Glue (``check_signatures`` with the user's key)."""
     iam = glue.emulator.client("iam")
     iam.create_user(UserName="etl")
     policy = {
@@ -574,7 +597,8 @@ def iam_enforced(glue: GlueHarness) -> Iterator[dict[str, str]]:
     key = iam.create_access_key(UserName="etl")["AccessKey"]
     previous = json.loads(moto_api(glue.emulator, "reset-auth", "0"))
     try:
-        yield {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
+        with glue.emulator.check_signatures({key["AccessKeyId"]: key["SecretAccessKey"]}):
+            yield {"access_key_id": key["AccessKeyId"], "secret_access_key": key["SecretAccessKey"]}
     finally:
         moto_api(glue.emulator, "reset-auth", previous["PREVIOUS_INITIAL_NO_AUTH_ACTION_COUNT"])
 
@@ -589,8 +613,6 @@ def test_static_keys_pass_a_signature_check(glue: GlueHarness, iam_enforced, raw
     forged = glue.connect(
         access_key_id=iam_enforced["access_key_id"], secret_access_key="not-the-real-secret"
     )
-    # moto renders IAM errors as XML even for JSON services, so botocore sees no error code
-    # here; the code mapping of real Glue's JSON errors is tested with injected faults below.
     error = error_of(forged.create_namespace, {"id": ["forged"]})
     assert "not-the-real-secret" not in str(error)
     assert ns.list_namespaces({"id": []}).namespaces == ["db"]
@@ -1208,18 +1230,9 @@ def _catalog_calls(recording: Recording) -> list[str]:
 
 @pytest.fixture
 def recorded(root_only: GlueHarness, tmp_path: Path) -> Iterator[Recording]:
-    """Every request the server saw (moto's recorder serves both servers of this process)."""
-    from moto.moto_api import recorder
-
-    previous = recorder._location
-    recorder._location = str(tmp_path / "requests.jsonl")
-    moto_api(root_only.emulator, "recorder/reset-recording")
-    moto_api(root_only.emulator, "recorder/start-recording")
-    try:
-        yield Recording(tmp_path / "requests.jsonl")
-    finally:
-        moto_api(root_only.emulator, "recorder/stop-recording")
-        recorder._location = previous
+    """Every request the server saw."""
+    with _recording(root_only.emulator, tmp_path) as recording:
+        yield recording
 
 
 def _absence_logs(caplog) -> list[logging.LogRecord]:

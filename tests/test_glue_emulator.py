@@ -7,8 +7,11 @@ afterwards); tests that need emulator-only helpers (faults, federated catalogs, 
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,6 +20,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 from support.glue_emulator import (
+    GLUE_MODEL,
     REAL_GLUE_CATALOG_ID_ENV,
     REAL_GLUE_ENV,
     GlueConnectionSettings,
@@ -623,7 +627,7 @@ def test_fault_arguments_are_checked(emulator: GlueEmulator) -> None:
         emulator.inject_fault("GetTable", "ThrottlingException", 400, times=0)
 
 
-# --- reset and the rest of moto ----------------------------------------------------------------
+# --- reset, the model, and what is relayed to moto ------------------------------------------------
 
 
 def test_reset_clears_moto_and_emulator_state(
@@ -647,9 +651,78 @@ def test_reset_clears_moto_and_emulator_state(
     assert s3.list_buckets()["Buckets"] == []
 
 
-def test_other_moto_glue_actions_still_work(emulator: GlueEmulator, glue_api: Any) -> None:
-    glue_api.create_job(Name="job", Role="arn:aws:iam::123456789012:role/r", Command={"Name": "x"})
-    assert glue_api.get_job(JobName="job")["Job"]["Name"] == "job"
+def test_unknown_operation_answers_like_aws(emulator: GlueEmulator) -> None:
+    request = urllib.request.Request(
+        emulator.endpoint,
+        data=b"{}",
+        method="POST",
+        headers={
+            "X-Amz-Target": "AWSGlue.NoSuchOperation",
+            "Content-Type": "application/x-amz-json-1.1",
+        },
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=10)
+    assert caught.value.code == 400
+    assert json.loads(caught.value.read())["__type"] == "UnknownOperationException"
+
+
+def test_operation_the_emulator_lacks_says_so(emulator: GlueEmulator, glue_api: Any) -> None:
+    code, status = error_of(
+        lambda: glue_api.create_job(Name="job", Role="r", Command={"Name": "x"})
+    )
+    assert (code, status) == ("InternalServiceException", 501)
+
+
+@pytest.mark.parametrize(
+    ("operation", "params"),
+    [
+        ("create_database", {"DatabaseInput": {}}),  # a required member missing
+        ("create_database", {"DatabaseInput": {"Name": 7}}),  # the wrong type
+        ("get_tables", {"DatabaseName": "db", "MaxResults": 101}),  # above the model's max
+    ],
+    ids=["required", "type", "range"],
+)
+def test_bad_input_is_checked_against_the_model(
+    emulator: GlueEmulator, target: GlueTarget, operation: str, params: dict[str, Any]
+) -> None:
+    glue_api = target.client(parameter_validation=False)
+    glue_api.create_database(DatabaseInput={"Name": "db"})
+    code, status = error_of(lambda: getattr(glue_api, operation)(**params))
+    model = GLUE_MODEL.operation_model(glue_api.meta.method_to_api_mapping[operation])
+    assert status == 400
+    assert code in {"SerializationException"} | {e.name for e in model.error_shapes}
+    assert glue_api.get_databases()["DatabaseList"][0]["Name"] == "db"  # nothing changed
+
+
+def test_recording_sees_glue_and_relayed_requests(emulator: GlueEmulator, glue_api: Any) -> None:
+    with emulator.recording() as requests:
+        glue_api.get_databases()
+        emulator.client("sts").get_caller_identity()
+    targets = [r.headers.get("x-amz-target") for r in requests]
+    assert targets == ["AWSGlue.GetDatabases", None]
+    assert b"GetCallerIdentity" in requests[1].body
+
+
+def test_signatures_are_checked_when_asked(emulator: GlueEmulator, target: GlueTarget) -> None:
+    signed = target.client()
+    forged = GlueConnectionSettings(
+        region=emulator.region,
+        endpoint=emulator.endpoint,
+        access_key_id=emulator.access_key_id,
+        secret_access_key="not-the-secret",
+    ).client("glue", **NO_RETRIES)
+    stranger = GlueConnectionSettings(
+        region=emulator.region,
+        endpoint=emulator.endpoint,
+        access_key_id="AKIASTRANGER00000001",
+        secret_access_key="x",
+    ).client("glue", **NO_RETRIES)
+    forged.get_databases()  # not checked outside the block
+    with emulator.check_signatures({emulator.access_key_id: emulator.secret_access_key}):
+        signed.create_database(DatabaseInput={"Name": "db"})
+        assert error_of(forged.get_databases) == ("InvalidSignatureException", 400)
+        assert error_of(stranger.get_databases) == ("UnrecognizedClientException", 400)
 
 
 def test_s3_still_works(emulator: GlueEmulator, target: GlueTarget) -> None:

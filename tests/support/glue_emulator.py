@@ -1,27 +1,28 @@
-"""A Glue-compatible test endpoint: moto's server plus Glue behaviour AWS documents but moto lacks.
+"""A Glue-compatible test endpoint: a standalone Glue emulator in front of moto's server.
 
-Our library relies on parts of Glue that moto does not implement: the catalog hierarchy
-(CreateCatalog, GetCatalog(s), UpdateCatalog, DeleteCatalog), databases and tables scoped to a
-catalog through ``CatalogId``, lower-cased database and table names, and ``VersionId`` checks on
-UpdateTable. ``GlueEmulator`` runs a real ``ThreadedMotoServer`` on 127.0.0.1 (Glue, STS and S3 on
-one port, spoken to over HTTP) and installs those behaviours in its Glue handler only, so every
-other moto behaviour stays as it is. It also offers fault injection for resilience tests.
+moto's Glue lacks behaviour our library relies on (the catalog hierarchy, databases and tables
+scoped to a catalog through ``CatalogId``, lower-cased names, the ``VersionId`` check on
+UpdateTable), and extending it meant subclassing moto's internals, which broke on upgrades. So
+Glue is emulated here, driven by the API model botocore ships (``botocore/data/glue/*/
+service-2.json``): the model names the operations, validates their input (required members,
+types, lengths, ranges, patterns) and lists the error codes each may answer. Only the
+operations our library and tests call are implemented; any other answers as AWS answers an
+unknown target.
 
-State layout: the root catalog of an account and region is moto's own Glue backend; every other
-catalog gets a separate moto ``GlueBackend`` of its own, so databases and tables are scoped per
-catalog by construction, and requests are routed to one of them by their ``CatalogId``. A
-CatalogId's account prefix picks the account, without cross-account permission checks.
+``GlueEmulator`` serves one endpoint on 127.0.0.1 (an OS-chosen port): requests whose
+``X-Amz-Target`` is ``AWSGlue.*`` are answered by the emulator, everything else (STS, S3, IAM,
+``/moto-api/``) is relayed unchanged to moto's ``ThreadedMotoServer`` as shipped (its server
+mode: https://docs.getmoto.org/en/latest/docs/server_mode.html). The emulator adds test hooks:
+fault injection, a pause hook (``hold``), a request log (``recording``), signature checks
+(``check_signatures``) and a principal whose policy grants no catalog action
+(``catalog_api_denied``).
 
-Modes for endpoints as they are deployed:
+State: catalogs per account (the root catalog's id is the account id; a CatalogId's account
+prefix picks the account, without cross-account permission checks); one region.
 
-- **catalog API denied** (``GlueEmulator.catalog_api_denied``): connection settings of a second
-  principal whose IAM policy grants database and table actions but no catalog action; the
-  emulator answers its GetCatalog(s), CreateCatalog, UpdateCatalog and DeleteCatalog with
-  AWS's AccessDeniedException, on the same server and state as the full principal.
-- **moto as shipped** (``StockMotoServer``): a plain ``ThreadedMotoServer`` with none of the
-  extensions above: no catalog API (500 "not implemented"), no ``VersionId`` check, no name
-  folding, no serialized writes. It runs in this process, so it shares moto's in-memory state
-  with the emulator: a reset of either forgets both.
+``StockMotoServer`` is moto's server as shipped (its Glue too: no catalog API, no ``VersionId``
+check, no name folding). Both moto servers run in this process and share moto's in-memory state
+(STS, S3, IAM): a reset of either forgets it for both.
 
 ``glue_endpoint_from_env()`` lets the same tests run against real AWS Glue instead
 (``LANCE_METASTORE_TEST_GLUE_REAL=1``); the emulator-only helpers are not available there.
@@ -32,6 +33,9 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import hashlib
+import hmac
+import http.client
 import json
 import logging
 import os
@@ -41,26 +45,16 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
 import boto3
+import botocore.session
 from botocore.config import Config
-from moto.core import DEFAULT_ACCOUNT_ID
-from moto.core.responses import TYPE_RESPONSE, ActionResult, EmptyResult
-from moto.core.utils import convert_to_flask_response, utcnow
-from moto.glue.exceptions import GlueClientError
-from moto.glue.models import FakeDatabase, FakeTable, GlueBackend, glue_backends
-from moto.glue.responses import GlueResponse
-from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import (
-    DomainDispatcherApplication,
-    MotoRequestHandler,
-    create_backend_app,
-)
-from moto.utilities.utils import get_partition
-from werkzeug.serving import make_server
+from botocore.model import OperationModel, Shape
+from moto.server import ThreadedMotoServer
 
 if TYPE_CHECKING:
     from typing_extensions import Self
@@ -70,6 +64,8 @@ __all__ = [
     "REAL_GLUE_ENV",
     "GlueConnectionSettings",
     "GlueEmulator",
+    "HeldRequest",
+    "RecordedRequest",
     "StockMotoServer",
     "glue_endpoint_from_env",
 ]
@@ -79,51 +75,30 @@ REAL_GLUE_CATALOG_ID_ENV = "LANCE_METASTORE_TEST_GLUE_CATALOG_ID"
 REAL_GLUE_ENDPOINT_ENV = "LANCE_METASTORE_TEST_GLUE_ENDPOINT"
 REAL_GLUE_REGION_ENV = "LANCE_METASTORE_TEST_GLUE_REGION"
 
+GLUE_MODEL = botocore.session.get_session().get_service_model("glue")
+_TARGET_PREFIX = f"{GLUE_MODEL.metadata['targetPrefix']}."
+_CONTENT_TYPE = f"application/x-amz-json-{GLUE_MODEL.metadata['jsonVersion']}"
 _ACCOUNT_ID_PATTERN = re.compile(r"\d{12}")
-_DEFAULT_PAGE_SIZE = 100
-_MAX_PAGE_SIZE = 1000
-
-# Actions whose databases and tables live in the catalog named by the request's CatalogId.
-_CATALOG_SCOPED_ACTIONS = frozenset(
-    {
-        "CreateDatabase",
-        "GetDatabase",
-        "GetDatabases",
-        "UpdateDatabase",
-        "DeleteDatabase",
-        "CreateTable",
-        "GetTable",
-        "GetTables",
-        "UpdateTable",
-        "DeleteTable",
-        "BatchDeleteTable",
-        "GetTableVersion",
-        "GetTableVersions",
-        "DeleteTableVersion",
-        "CreatePartition",
-        "BatchCreatePartition",
-        "GetPartition",
-        "GetPartitions",
-        "BatchGetPartition",
-        "UpdatePartition",
-        "BatchUpdatePartition",
-        "DeletePartition",
-        "BatchDeletePartition",
-        "GetPartitionIndexes",
-    }
+_CREDENTIAL = re.compile(
+    r"Credential=(?P<key>[^/,\s]+)/(?P<scope>[^,\s]+),\s*SignedHeaders=(?P<signed>[^,\s]+),"
+    r"\s*Signature=(?P<signature>[0-9a-f]+)"
 )
+_DEFAULT_PAGE_SIZE = 100
+
 # Glue's catalog API: what an IAM policy without glue:*Catalog* actions may not call.
 CATALOG_ACTIONS = frozenset(
     {"CreateCatalog", "GetCatalog", "GetCatalogs", "UpdateCatalog", "DeleteCatalog"}
 )
 # The access key of the principal whose policy grants no catalog action.
-_CATALOG_API_DENIED_KEY = "AKIACATALOGAPIDENIED"  # moto reads 20-character key ids only
-# Actions whose top-level ``Name`` is a database or table name (elsewhere it names a job, ...).
+_CATALOG_API_DENIED_KEY = "AKIACATALOGAPIDENIED"
+# Top-level members that name a database or table (AWS stores those names lower-cased).
+_NAME_MEMBERS = {"DatabaseName", "TableName"}
 _NAME_IS_DATABASE_OR_TABLE = frozenset(
     {"GetDatabase", "UpdateDatabase", "DeleteDatabase", "GetTable", "UpdateTable", "DeleteTable"}
 )
 # CatalogInput fields that GetCatalog echoes back as they were given.
 _ECHOED_CATALOG_FIELDS = (
+    "Description",
     "TargetRedshiftCatalog",
     "FederatedCatalog",
     "CatalogProperties",
@@ -133,72 +108,125 @@ _ECHOED_CATALOG_FIELDS = (
 )
 
 
-def _invalid_input(message: str) -> GlueClientError:
-    return GlueClientError("InvalidInputException", message)
+class GlueError(Exception):
+    """An answer in the AWS JSON protocol's error shape: ``__type`` and ``message``."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
 
 
-def _not_found(message: str) -> GlueClientError:
-    return GlueClientError("EntityNotFoundException", message)
+def _invalid_input(message: str) -> GlueError:
+    return GlueError("InvalidInputException", message)
+
+
+def _not_found(message: str) -> GlueError:
+    return GlueError("EntityNotFoundException", message)
 
 
 # --------------------------------------------------------------------------------------------
-# Catalog hierarchy
+# Input checked against the model
+# --------------------------------------------------------------------------------------------
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "boolean": (bool,),
+    "integer": (int,),
+    "long": (int,),
+    "double": (int, float),
+    "float": (int, float),
+    "timestamp": (int, float, str),
+    "blob": (str,),
+    "structure": (dict,),
+    "map": (dict,),
+    "list": (list,),
+}
+
+
+def validate(value: Any, shape: Shape, where: str) -> None:
+    """What AWS checks before an operation runs: required members, types, min/max, patterns."""
+    expected = _JSON_TYPES.get(shape.type_name, (object,))
+    if not isinstance(value, expected) or isinstance(value, bool) != (shape.type_name == "boolean"):
+        raise _invalid_input(f"{where} must be of type {shape.type_name}.")
+    bounds = shape.metadata
+    size = value if isinstance(value, int | float) else None
+    if isinstance(value, str | list | dict):
+        size = len(value)
+    if size is not None and "min" in bounds and size < bounds["min"]:
+        raise _invalid_input(f"{where} must be at least {bounds['min']}.")
+    if size is not None and "max" in bounds and size > bounds["max"]:
+        raise _invalid_input(f"{where} must be at most {bounds['max']}.")
+    if isinstance(value, str) and "pattern" in bounds:
+        with contextlib.suppress(re.error):  # a few model patterns are Java-only regexes
+            if not re.search(bounds["pattern"], value):
+                raise _invalid_input(f"{where} does not match {bounds['pattern']}.")
+    if shape.type_name == "structure":
+        for member in shape.required_members:
+            if member not in value:
+                raise _invalid_input(f"{where}.{member} is required.")
+        for member, item in value.items():
+            if member not in shape.members:
+                raise GlueError("SerializationException", f"Unknown member {where}.{member}.")
+            validate(item, shape.members[member], f"{where}.{member}")
+    elif shape.type_name == "list":
+        for index, item in enumerate(value):
+            validate(item, shape.member, f"{where}[{index}]")
+    elif shape.type_name == "map":
+        for key, item in value.items():
+            validate(key, shape.key, f"{where} key")
+            validate(item, shape.value, f"{where}[{key}]")
+
+
+def _fold_names(action: str, params: dict[str, Any]) -> None:
+    """AWS stores database and table names in lower case and matches them case-insensitively."""
+    keys = _NAME_MEMBERS | ({"Name"} if action in _NAME_IS_DATABASE_OR_TABLE else set())
+    for key in keys & params.keys():
+        params[key] = params[key].lower()
+    for key in ("DatabaseInput", "TableInput"):
+        if "Name" in params.get(key, {}):
+            params[key]["Name"] = params[key]["Name"].lower()
+    if "TablesToDelete" in params:
+        params["TablesToDelete"] = [name.lower() for name in params["TablesToDelete"]]
+
+
+# --------------------------------------------------------------------------------------------
+# State: catalogs hold databases, databases hold tables
 # --------------------------------------------------------------------------------------------
 
 
-class _CatalogStore(GlueBackend):
-    """Databases and tables of one non-root catalog (moto's own backend serves the root).
+@dataclass
+class _Table:
+    fields: dict[str, Any]  # the TableInput, then what Glue adds
+    versions: list[dict[str, Any]] = field(default_factory=list)
 
-    moto stamps databases and tables with the account id; here they report their catalog's id.
-    """
+    @property
+    def version_id(self) -> str:
+        return str(self.fields["VersionId"])
 
-    def __init__(self, region_name: str, account_id: str, catalog_id: str) -> None:
-        super().__init__(region_name, account_id)
-        self.catalog_id = catalog_id
 
-    def create_database(
-        self,
-        database_name: str,
-        database_input: dict[str, Any],
-        tags: dict[str, str] | None = None,
-    ) -> FakeDatabase:
-        database = super().create_database(database_name, database_input, tags)
-        database.catalog_id = self.catalog_id
-        return database
-
-    def create_table(
-        self,
-        database_name: str,
-        table_name: str,
-        table_input: dict[str, Any],
-        open_table_format_input: dict[str, Any] | None = None,
-    ) -> FakeTable:
-        table = super().create_table(
-            database_name, table_name, table_input, open_table_format_input
-        )
-        table.catalog_id = self.catalog_id
-        return table
+@dataclass
+class _Database:
+    fields: dict[str, Any]
+    tables: dict[str, _Table] = field(default_factory=dict)
 
 
 @dataclass
 class _Catalog:
-    """One node of the hierarchy; ``store`` holds its databases and tables."""
-
     catalog_id: str
     name: str
     parent_id: str | None
     resource_arn: str
-    store: GlueBackend
     catalog_input: dict[str, Any] = field(default_factory=dict)
-    create_time: datetime = field(default_factory=utcnow)
-    update_time: datetime = field(default_factory=utcnow)
+    create_time: float = field(default_factory=time.time)
+    update_time: float = field(default_factory=time.time)
+    databases: dict[str, _Database] = field(default_factory=dict)
 
     @property
     def is_root(self) -> bool:
         return self.parent_id is None
 
     def as_dict(self) -> dict[str, Any]:
-        result: dict[str, Any] = {
+        result = {
             "CatalogId": self.catalog_id,
             "Name": self.name,
             "ResourceArn": self.resource_arn,
@@ -206,51 +234,77 @@ class _Catalog:
             "CreateTime": self.create_time,
             "UpdateTime": self.update_time,
         }
-        if self.catalog_input.get("Description") is not None:
-            result["Description"] = self.catalog_input["Description"]
-        for key in _ECHOED_CATALOG_FIELDS:
-            if key in self.catalog_input:
-                result[key] = self.catalog_input[key]
-        return result
+        return result | {
+            k: self.catalog_input[k] for k in _ECHOED_CATALOG_FIELDS if k in self.catalog_input
+        }
 
 
-class _CatalogTree:
-    """The catalogs of one account and region, by catalog id (the root's id is the account id)."""
+def _validate_catalog_name(name: str, account_id: str) -> str:
+    """CreateCatalog's documented rule the model cannot state: not the account id."""
+    if name == account_id:
+        raise _invalid_input("Catalog name may not be the same as the account id.")
+    return name
 
-    def __init__(self, root_store: GlueBackend) -> None:
-        account_id, region = root_store.account_id, root_store.region_name
-        self.root = _Catalog(
-            catalog_id=account_id,
-            name=account_id,
-            parent_id=None,
-            resource_arn=f"arn:{get_partition(region)}:glue:{region}:{account_id}:catalog",
-            store=root_store,
-        )
-        self.catalogs: dict[str, _Catalog] = {account_id: self.root}
 
-    def get(self, catalog_id: str) -> _Catalog:
+def _page(
+    items: list[Any], key: Callable[[Any], str], params: dict[str, Any]
+) -> tuple[list[Any], dict[str, str]]:
+    """One page of ``items`` (sorted by ``key``) after the NextToken, and the next token."""
+    items = sorted(items, key=key)
+    token = params.get("NextToken")
+    if token:
         try:
-            return self.catalogs[catalog_id]
+            after = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
+        except (binascii.Error, ValueError, KeyError, TypeError):
+            raise _invalid_input("Invalid NextToken.") from None
+        items = [item for item in items if key(item) > str(after)]
+    size = params.get("MaxResults", _DEFAULT_PAGE_SIZE)
+    page = items[:size]
+    if len(items) <= size:
+        return page, {}
+    token = base64.urlsafe_b64encode(json.dumps({"after": key(page[-1])}).encode()).decode()
+    return page, {"NextToken": token}
+
+
+class _Glue:
+    """The Glue operations, one method each (``CreateCatalog`` -> ``create_catalog``); the caller
+    holds the state lock. ``region`` names ARNs."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self.catalogs: dict[str, _Catalog] = {}
+        self.tags: dict[str, dict[str, str]] = {}
+
+    # -- catalogs ---------------------------------------------------------------------------
+
+    def root(self, account_id: str) -> _Catalog:
+        if account_id not in self.catalogs:
+            arn = f"arn:aws:glue:{self.region}:{account_id}:catalog"
+            self.catalogs[account_id] = _Catalog(account_id, account_id, None, arn)
+        return self.catalogs[account_id]
+
+    def catalog(self, catalog_id: str | None, caller: str) -> _Catalog:
+        """Resolve a CatalogId; absent means the caller's root catalog."""
+        account_id = (catalog_id or caller).split(":", 1)[0]
+        if not _ACCOUNT_ID_PATTERN.fullmatch(account_id):
+            raise _not_found(f"Catalog {catalog_id} not found.")
+        self.root(account_id)
+        try:
+            return self.catalogs[catalog_id or caller]
         except KeyError:
             raise _not_found(f"Catalog {catalog_id} not found.") from None
 
-    def add(self, parent: _Catalog, name: str, catalog_input: dict[str, Any]) -> _Catalog:
+    def add_catalog(self, parent: _Catalog, name: str, catalog_input: dict[str, Any]) -> _Catalog:
         """Insert a child; ids follow AWS: ``<account>:<name>``, then ``.../<child>``."""
-        separator = ":" if parent.is_root else "/"
-        catalog_id = f"{parent.catalog_id}{separator}{name}"
+        catalog_id = f"{parent.catalog_id}{':' if parent.is_root else '/'}{name}"
         if catalog_id in self.catalogs:
-            raise GlueClientError("AlreadyExistsException", f"Catalog {catalog_id} already exists.")
-        path = catalog_id.split(":", 1)[1]
-        catalog = _Catalog(
-            catalog_id=catalog_id,
-            name=name,
-            parent_id=parent.catalog_id,
-            resource_arn=f"{self.root.resource_arn}/{path}",
-            store=_CatalogStore(self.root.store.region_name, self.root.catalog_id, catalog_id),
-            catalog_input=dict(catalog_input),
+            raise GlueError("AlreadyExistsException", f"Catalog {catalog_id} already exists.")
+        account_id, path = catalog_id.split(":", 1)
+        arn = f"{self.root(account_id).resource_arn}/{path}"
+        self.catalogs[catalog_id] = _Catalog(
+            catalog_id, name, parent.catalog_id, arn, catalog_input
         )
-        self.catalogs[catalog_id] = catalog
-        return catalog
+        return self.catalogs[catalog_id]
 
     def children(self, parent: _Catalog, *, recursive: bool) -> list[_Catalog]:
         found = [c for c in self.catalogs.values() if c.parent_id == parent.catalog_id]
@@ -259,26 +313,186 @@ class _CatalogTree:
                 found.extend(self.children(child, recursive=True))
         return found
 
-    def remove(self, catalog: _Catalog) -> None:
+    def create_catalog(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        """AWS's CreateCatalog has no parent: new catalogs are children of the caller's root."""
+        root = self.root(caller)
+        name = _validate_catalog_name(p["Name"], root.catalog_id)
+        catalog = self.add_catalog(root, name, p["CatalogInput"])
+        self.tags[catalog.resource_arn] = dict(p.get("Tags") or {})
+        return {}
+
+    def get_catalog(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        return {"Catalog": self.catalog(p["CatalogId"], caller).as_dict()}
+
+    def get_catalogs(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        parent = self.catalog(p.get("ParentCatalogId"), caller)
+        if "IncludeRoot" in p and not parent.is_root:
+            raise _invalid_input("IncludeRoot is only allowed when ParentCatalogId is the account.")
+        catalogs = self.children(parent, recursive=bool(p.get("Recursive")))
+        if p.get("IncludeRoot"):
+            catalogs.append(parent)
+        if p.get("HasDatabases"):
+            # Below the root, catalogs that hold catalogs are containers (like s3tablescatalog).
+            catalogs = [c for c in catalogs if c.is_root or not self.children(c, recursive=False)]
+        page, token = _page(catalogs, lambda c: c.catalog_id, p)
+        return {"CatalogList": [c.as_dict() for c in page], **token}
+
+    def update_catalog(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        """Replaces the catalog's input, as Glue's Update* operations do."""
+        catalog = self.catalog(p["CatalogId"], caller)
+        if catalog.is_root:
+            raise _invalid_input("The default catalog of the account can't be updated.")
+        catalog.catalog_input, catalog.update_time = dict(p["CatalogInput"]), time.time()
+        return {}
+
+    def delete_catalog(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        """AWS documents that a catalog must be empty (no databases, no catalogs) to be deleted."""
+        catalog = self.catalog(p["CatalogId"], caller)
+        if catalog.is_root:
+            raise _invalid_input("The default catalog of the account can't be deleted.")
+        if catalog.databases or self.children(catalog, recursive=False):
+            raise _invalid_input(
+                f"Catalog {catalog.catalog_id} is not empty: "
+                "delete its databases and catalogs first."
+            )
         del self.catalogs[catalog.catalog_id]
-        self.root.store.tagger.delete_all_tags_for_resource(catalog.resource_arn)
+        self.tags.pop(catalog.resource_arn, None)
+        return {}
 
+    # -- databases --------------------------------------------------------------------------
 
-def _validate_catalog_name(name: Any, account_id: str) -> str:
-    """CreateCatalog's documented name rules (CatalogNameString plus 'not the account id')."""
-    if not isinstance(name, str) or not 1 <= len(name) <= 64:
-        raise _invalid_input("Catalog name must be between 1 and 64 characters long.")
-    if any(ch in name for ch in "./\\"):
-        raise _invalid_input("Catalog name may not contain '.', '/' or '\\'.")
-    if name.startswith("aws:"):
-        raise _invalid_input("Catalog name may not start with 'aws:'.")
-    if name == account_id:
-        raise _invalid_input("Catalog name may not be the same as the account id.")
-    return name
+    def database(self, p: dict[str, Any], caller: str, name: str) -> _Database:
+        catalog = self.catalog(p.get("CatalogId"), caller)
+        try:
+            return catalog.databases[name]
+        except KeyError:
+            raise _not_found(f"Database {name} not found.") from None
+
+    def create_database(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        catalog = self.catalog(p.get("CatalogId"), caller)
+        database_input = p["DatabaseInput"]
+        if database_input["Name"] in catalog.databases:
+            raise GlueError("AlreadyExistsException", "Database already exists.")
+        fields = {"Parameters": {}, **database_input, "CatalogId": catalog.catalog_id}
+        catalog.databases[database_input["Name"]] = _Database(fields | {"CreateTime": time.time()})
+        return {}
+
+    def get_database(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        return {"Database": self.database(p, caller, p["Name"]).fields}
+
+    def get_databases(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        databases = list(self.catalog(p.get("CatalogId"), caller).databases.values())
+        page, token = _page(databases, lambda d: d.fields["Name"], p)
+        return {"DatabaseList": [d.fields for d in page], **token}
+
+    def update_database(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        database = self.database(p, caller, p["Name"])
+        kept = {k: database.fields[k] for k in ("Name", "CatalogId", "CreateTime")}
+        database.fields = {"Parameters": {}, **p["DatabaseInput"], **kept}
+        return {}
+
+    def delete_database(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        self.database(p, caller, p["Name"])
+        del self.catalog(p.get("CatalogId"), caller).databases[p["Name"]]
+        return {}
+
+    # -- tables -----------------------------------------------------------------------------
+
+    def table(self, p: dict[str, Any], caller: str, name: str) -> _Table:
+        tables = self.database(p, caller, p["DatabaseName"]).tables
+        try:
+            return tables[name]
+        except KeyError:
+            raise _not_found(f"Table {name} not found.") from None
+
+    def create_table(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        database = self.database(p, caller, p["DatabaseName"])
+        table_input = p["TableInput"]
+        if table_input["Name"] in database.tables:
+            raise GlueError("AlreadyExistsException", "Table already exists.")
+        now = time.time()
+        fields = {
+            **table_input,
+            "DatabaseName": p["DatabaseName"],
+            "CatalogId": database.fields["CatalogId"],
+            "CreateTime": now,
+            "UpdateTime": now,
+            "IsRegisteredWithLakeFormation": False,
+            "VersionId": "1",
+        }
+        table = database.tables[table_input["Name"]] = _Table(fields)
+        table.versions.append({"Table": dict(fields), "VersionId": "1"})
+        return {}
+
+    def get_table(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        return {"Table": self.table(p, caller, p["Name"]).fields}
+
+    def get_tables(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        tables = list(self.database(p, caller, p["DatabaseName"]).tables.values())
+        if p.get("Expression"):
+            tables = [t for t in tables if re.fullmatch(p["Expression"], t.fields["Name"])]
+        page, token = _page(tables, lambda t: t.fields["Name"], p)
+        return {"TableList": [t.fields for t in page], **token}
+
+    def update_table(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        """With VersionId, AWS updates only if it is still the table's current version."""
+        table = self.table(p, caller, p["TableInput"]["Name"])
+        expected = p.get("VersionId")
+        if expected is not None and expected != table.version_id:
+            raise GlueError(
+                "ConcurrentModificationException",
+                f"Table {p['TableInput']['Name']} was updated concurrently: VersionId "
+                f"{expected} is not the current version {table.version_id}.",
+            )
+        version = str(int(table.version_id) + 1)
+        kept = {k: table.fields[k] for k in ("DatabaseName", "CatalogId", "CreateTime")}
+        table.fields = {
+            **p["TableInput"],
+            **kept,
+            "UpdateTime": time.time(),
+            "IsRegisteredWithLakeFormation": False,
+            "VersionId": version,
+        }
+        table.versions.append({"Table": dict(table.fields), "VersionId": version})
+        return {}
+
+    def delete_table(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        self.table(p, caller, p["Name"])
+        del self.database(p, caller, p["DatabaseName"]).tables[p["Name"]]
+        return {}
+
+    def batch_delete_table(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        errors = []
+        for name in p["TablesToDelete"]:
+            try:
+                self.delete_table({**p, "Name": name}, caller)
+            except GlueError as error:
+                detail = {"ErrorCode": error.code, "ErrorMessage": error.message}
+                errors.append({"TableName": name, "ErrorDetail": detail})
+        return {"Errors": errors}
+
+    def get_table_versions(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        versions = self.table(p, caller, p["TableName"]).versions
+        page, token = _page(versions, lambda v: v["VersionId"].zfill(20), p)
+        return {"TableVersions": page[::-1], **token}
+
+    # -- tags -------------------------------------------------------------------------------
+
+    def get_tags(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        return {"Tags": dict(self.tags.get(p["ResourceArn"], {}))}
+
+    def tag_resource(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        self.tags.setdefault(p["ResourceArn"], {}).update(p["TagsToAdd"])
+        return {}
+
+    def untag_resource(self, p: dict[str, Any], caller: str) -> dict[str, Any]:
+        for key in p["TagsToRemove"]:
+            self.tags.get(p["ResourceArn"], {}).pop(key, None)
+        return {}
 
 
 # --------------------------------------------------------------------------------------------
-# Fault injection
+# Test hooks: faults, holds, the request log, signature checks
 # --------------------------------------------------------------------------------------------
 
 
@@ -291,96 +505,6 @@ class _Fault:
     message: str = ""
     delay_seconds: float = 0.0
     after_apply: bool = False  # the action takes effect, then the error is answered
-
-    def matches(self, action: str) -> bool:
-        return self.action in ("*", action)
-
-
-class _FaultPlan:
-    """Errors and delays queued for upcoming Glue requests; the first matching rule wins."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._errors: list[_Fault] = []
-        self._delays: list[_Fault] = []
-
-    def add_error(self, fault: _Fault) -> None:
-        with self._lock:
-            self._errors.append(fault)
-
-    def add_delay(self, fault: _Fault) -> None:
-        with self._lock:
-            self._delays.append(fault)
-
-    def take_error(self, action: str) -> _Fault | None:
-        return self._take(self._errors, action)
-
-    def take_delay(self, action: str) -> _Fault | None:
-        return self._take(self._delays, action)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._errors.clear()
-            self._delays.clear()
-
-    def pending(self) -> int:
-        with self._lock:
-            return sum(fault.remaining for fault in self._errors + self._delays)
-
-    def _take(self, faults: list[_Fault], action: str) -> _Fault | None:
-        with self._lock:
-            for fault in faults:
-                if fault.matches(action):
-                    fault.remaining -= 1
-                    if fault.remaining <= 0:
-                        faults.remove(fault)
-                    return fault
-        return None
-
-
-# --------------------------------------------------------------------------------------------
-# Emulator state and the Glue handler
-# --------------------------------------------------------------------------------------------
-
-
-class _ReadWriteLock:
-    """Many readers or one writer: AWS serves reads concurrently, moto's models need writes
-    alone (and UpdateTable's VersionId check-and-update must be atomic)."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._readers = 0
-        self._writing = False
-
-    @contextlib.contextmanager
-    def reading(self) -> Iterator[None]:
-        with self._condition:
-            while self._writing:
-                self._condition.wait()
-            self._readers += 1
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._readers -= 1
-                if not self._readers:
-                    self._condition.notify_all()
-
-    @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        with self._condition:
-            while self._writing or self._readers:
-                self._condition.wait()
-            self._writing = True
-        try:
-            yield
-        finally:
-            with self._condition:
-                self._writing = False
-                self._condition.notify_all()
-
-
-_READ_ACTION_PREFIXES = ("Get", "List", "Search", "BatchGet")
 
 
 class HeldRequest:
@@ -409,287 +533,237 @@ class HeldRequest:
         self._released.set()
 
 
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request as the endpoint received it (Glue or relayed to moto)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+
+
+def _take(faults: list[_Fault], action: str) -> _Fault | None:
+    """The first fault for ``action`` (or ``*``), counted down; the caller holds the lock."""
+    for fault in faults:
+        if fault.action in ("*", action):
+            fault.remaining -= 1
+            if fault.remaining <= 0:
+                faults.remove(fault)
+            return fault
+    return None
+
+
+def _signature_is_valid(request: RecordedRequest, secret: str) -> bool:
+    """AWS Signature Version 4, recomputed for the request with the signer's secret."""
+    found = _CREDENTIAL.search(request.headers.get("authorization", ""))
+    if found is None:
+        return False
+    signed = found["signed"].split(";")
+    parts = urlsplit(request.path)
+    query = "&".join(sorted(parts.query.split("&"))) if parts.query else ""
+    canonical = "\n".join(
+        [
+            request.method,
+            quote(parts.path or "/", safe="/~"),
+            query,
+            "".join(
+                f"{name}:{' '.join(request.headers.get(name, '').split())}\n" for name in signed
+            ),
+            ";".join(signed),
+            hashlib.sha256(request.body).hexdigest(),
+        ]
+    )
+    scope = found["scope"]
+    to_sign = "\n".join(
+        [
+            "AWS4-HMAC-SHA256",
+            request.headers.get("x-amz-date", ""),
+            scope,
+            hashlib.sha256(canonical.encode()).hexdigest(),
+        ]
+    )
+    key = f"AWS4{secret}".encode()
+    for part in scope.split("/"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    expected = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, found["signature"])
+
+
 class _EmulatorState:
-    """Everything the emulator adds to moto, shared by the server's request threads."""
+    """Everything the request threads share; ``lock`` makes each operation atomic."""
 
-    def __init__(self) -> None:
-        # Writes run one at a time (moto's models are not thread-safe); reads run together.
-        self.lock = threading.RLock()
-        self.access = _ReadWriteLock()
-        self.faults = _FaultPlan()
+    def __init__(self, account_id: str, region: str) -> None:
+        self.account_id = account_id
+        self.region = region
+        self.lock = threading.Lock()
+        self.glue = _Glue(region)
+        self.errors: list[_Fault] = []
+        self.delays: list[_Fault] = []
         self.holds: list[HeldRequest] = []
-        self._trees: dict[tuple[str, str], _CatalogTree] = {}
-        self.catalog_calls_refused = 0  # by the catalog-API-denied principal's policy
-
-    def tree(self, account_id: str, region: str) -> _CatalogTree:
-        """The account's catalogs; rebuilt when moto's backend was reset underneath us."""
-        root_store = glue_backends[account_id][region]
-        tree = self._trees.get((account_id, region))
-        if tree is None or tree.root.store is not root_store:
-            tree = self._trees[(account_id, region)] = _CatalogTree(root_store)
-        return tree
-
-    def catalog(self, catalog_id: str | None, caller_account: str, region: str) -> _Catalog:
-        """Resolve a CatalogId; empty means the caller's root catalog."""
-        if not catalog_id:
-            return self.tree(caller_account, region).root
-        account_id = catalog_id.split(":", 1)[0]
-        if not _ACCOUNT_ID_PATTERN.fullmatch(account_id):
-            raise _not_found(f"Catalog {catalog_id} not found.")
-        return self.tree(account_id, region).get(catalog_id)
+        self.log: list[RecordedRequest] | None = None
+        self.secrets: dict[str, str] | None = None  # access key -> secret, when checked
+        self.catalog_calls_refused = 0
 
     def reset(self) -> None:
         with self.lock:
-            self._trees.clear()
+            self.glue = _Glue(self.region)
+            self.errors.clear()
+            self.delays.clear()
             self.catalog_calls_refused = 0
-        self.faults.clear()
 
+    def answer(self, request: RecordedRequest) -> tuple[int, dict[str, Any]]:
+        """Glue's answer to one request: its status and JSON body."""
+        action = request.headers.get("x-amz-target", "").removeprefix(_TARGET_PREFIX)
+        try:
+            return 200, self._run(action, request)
+        except GlueError as error:
+            return error.status, {"__type": error.code, "message": error.message}
 
-def _lowercase_names(action: str, params: dict[str, Any]) -> None:
-    """AWS stores database and table names in lower case and matches them case-insensitively."""
-    if action not in _CATALOG_SCOPED_ACTIONS:
-        return
-    keys = ["DatabaseName", "TableName"]
-    if action in _NAME_IS_DATABASE_OR_TABLE:
-        keys.append("Name")
-    for key in keys:
-        if isinstance(params.get(key), str):
-            params[key] = params[key].lower()
-    for key in ("DatabaseInput", "TableInput"):
-        nested = params.get(key)
-        if isinstance(nested, dict) and isinstance(nested.get("Name"), str):
-            nested["Name"] = nested["Name"].lower()
-    if isinstance(params.get("TablesToDelete"), list):
-        params["TablesToDelete"] = [
-            name.lower() if isinstance(name, str) else name for name in params["TablesToDelete"]
-        ]
-
-
-class _EmulatedGlueResponse(GlueResponse):
-    """moto's Glue handler with the catalog hierarchy, name folding, VersionId and faults.
-
-    Public methods are dispatched by action name (``CreateCatalog`` -> ``create_catalog``), so
-    helpers are private.
-    """
-
-    state: ClassVar[_EmulatorState]
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._params: dict[str, Any] | None = None
-
-    @classmethod
-    def bound_to(cls, state: _EmulatorState) -> type[_EmulatedGlueResponse]:
-        """A handler class for one emulator; moto instantiates it without arguments."""
-        return type(cls.__name__, (cls,), {"state": state})
-
-    # moto re-parses the body on every access; parse once so name folding sticks.
-    @property
-    def parameters(self) -> dict[str, Any]:  # type: ignore[override]
-        if self._params is None:
-            self._params = json.loads(self.body or "{}")
-            _lowercase_names(self._get_action(), self._params)
-        return self._params
-
-    @property
-    def glue_backend(self) -> GlueBackend:
-        if self._get_action() in _CATALOG_SCOPED_ACTIONS:
-            return self._catalog(self.parameters.get("CatalogId")).store
-        return self._tree().root.store
-
-    def call_action(self) -> TYPE_RESPONSE:
-        action = self._get_action()
-        if action in CATALOG_ACTIONS and self.get_access_key() == _CATALOG_API_DENIED_KEY:
-            return self._catalog_api_denied(action)
-        held = self._take_hold(action)
+    def _run(self, action: str, request: RecordedRequest) -> dict[str, Any]:
+        if action not in GLUE_MODEL.operation_names:
+            raise GlueError("UnknownOperationException", f"Unknown operation {action}.")
+        access_key = self._authenticate(request)
+        operation = GLUE_MODEL.operation_model(action)
+        handler = getattr(self.glue, botocore.xform_name(action), None)
+        if handler is None:
+            raise GlueError(
+                "InternalServiceException", f"GlueEmulator does not implement {action}.", 501
+            )
+        if action in CATALOG_ACTIONS and access_key == _CATALOG_API_DENIED_KEY:
+            self._refuse_catalog_call(action)
+        params = self._parameters(request.body, operation)
+        with self.lock:
+            held = next((h for h in self.holds if h.matches(action, params)), None)
+            if held is not None:
+                self.holds.remove(held)
+            delay = _take(self.delays, action)
+            fault = _take(self.errors, action)
         if held is not None:
-            held.hold()  # outside every lock: the other requests go on meanwhile
-        delay = self.state.faults.take_delay(action)
+            held.hold()  # outside the lock: the other requests go on meanwhile
         if delay is not None:
             time.sleep(delay.delay_seconds)
-        fault = self.state.faults.take_error(action)
         if fault is not None and not fault.after_apply:
-            return self._fault_response(fault)
-        if action.startswith(_READ_ACTION_PREFIXES):
-            with self.state.access.reading():
-                response = super().call_action()
-        else:
-            with self.state.access.writing(), self.state.lock:
-                response = super().call_action()
-        return self._fault_response(fault) if fault is not None else response
+            raise GlueError(fault.error_code, fault.message, fault.http_status)
+        with self.lock:
+            result = getattr(self.glue, handler.__name__)(params, self.account_id)
+        if fault is not None:
+            raise GlueError(fault.error_code, fault.message, fault.http_status)
+        return result
 
-    # -- catalogs ---------------------------------------------------------------------------
-
-    def create_catalog(self) -> ActionResult:
-        """AWS's CreateCatalog has no parent: new catalogs are children of the caller's root."""
-        tree = self._tree()
-        name = _validate_catalog_name(self.parameters.get("Name"), tree.root.catalog_id)
-        catalog = tree.add(tree.root, name, self.parameters.get("CatalogInput") or {})
-        tree.root.store.tag_resource(catalog.resource_arn, self.parameters.get("Tags"))
-        return EmptyResult()
-
-    def get_catalog(self) -> ActionResult:
-        catalog = self._catalog(self._required("CatalogId"))
-        return ActionResult({"Catalog": catalog.as_dict()})
-
-    def get_catalogs(self) -> ActionResult:
-        params = self.parameters
-        parent = self._catalog(params.get("ParentCatalogId"))
-        include_root = params.get("IncludeRoot")
-        if include_root is not None and not parent.is_root:
-            raise _invalid_input("IncludeRoot is only allowed when ParentCatalogId is the account.")
-        max_results = params.get("MaxResults", _DEFAULT_PAGE_SIZE)
-        if not isinstance(max_results, int) or not 1 <= max_results <= _MAX_PAGE_SIZE:
-            raise _invalid_input(f"MaxResults must be between 1 and {_MAX_PAGE_SIZE}.")
-
-        tree = self.state.tree(parent.store.account_id, self.region)
-        catalogs = tree.children(parent, recursive=bool(params.get("Recursive")))
-        if include_root:
-            catalogs.append(parent)
-        if params.get("HasDatabases"):
-            # Below the root, catalogs that hold catalogs are containers (like s3tablescatalog).
-            catalogs = [c for c in catalogs if c.is_root or not tree.children(c, recursive=False)]
-        catalogs.sort(key=lambda c: c.catalog_id)
-
-        after = _decode_token(params.get("NextToken"))
-        if after is not None:
-            catalogs = [c for c in catalogs if c.catalog_id > after]
-        page = catalogs[:max_results]
-        result: dict[str, Any] = {"CatalogList": [c.as_dict() for c in page]}
-        if len(catalogs) > max_results:
-            result["NextToken"] = _encode_token(page[-1].catalog_id)
-        return ActionResult(result)
-
-    def update_catalog(self) -> ActionResult:
-        """Replaces the catalog's input, as Glue's Update* operations do."""
-        catalog = self._catalog(self._required("CatalogId"))
-        if catalog.is_root:
-            raise _invalid_input("The default catalog of the account can't be updated.")
-        catalog.catalog_input = dict(self.parameters.get("CatalogInput") or {})
-        catalog.update_time = utcnow()
-        return EmptyResult()
-
-    def delete_catalog(self) -> ActionResult:
-        """AWS documents that a catalog must be empty (no databases, no catalogs) to be deleted."""
-        catalog = self._catalog(self._required("CatalogId"))
-        if catalog.is_root:
-            raise _invalid_input("The default catalog of the account can't be deleted.")
-        tree = self.state.tree(catalog.store.account_id, self.region)
-        if catalog.store.databases or tree.children(catalog, recursive=False):
-            raise _invalid_input(
-                f"Catalog {catalog.catalog_id} is not empty: "
-                "delete its databases and catalogs first."
+    def _authenticate(self, request: RecordedRequest) -> str | None:
+        """The signer's access key; with signature checks on, an unknown key or a wrong
+        signature answers as AWS does."""
+        found = _CREDENTIAL.search(request.headers.get("authorization", ""))
+        access_key = found["key"] if found else None
+        secrets = self.secrets
+        if secrets is None:
+            return access_key
+        if found is None:
+            raise GlueError(
+                "MissingAuthenticationTokenException", "Missing Authentication Token", 403
             )
-        tree.remove(catalog)
-        return EmptyResult()
+        if access_key not in secrets:
+            raise GlueError(
+                "UnrecognizedClientException",
+                "The security token included in the request is invalid.",
+            )
+        if not _signature_is_valid(request, secrets[access_key]):
+            raise GlueError(
+                "InvalidSignatureException",
+                "The request signature we calculated does not match the signature you provided.",
+            )
+        return access_key
 
-    # -- tables -----------------------------------------------------------------------------
+    def _parameters(self, body: bytes, operation: OperationModel) -> dict[str, Any]:
+        try:
+            params = json.loads(body or b"{}")
+        except ValueError:
+            raise GlueError("SerializationException", "The request body is not JSON.") from None
+        if operation.input_shape is not None:
+            validate(params, operation.input_shape, operation.input_shape.name)
+        _fold_names(operation.name, params)
+        return params
 
-    def update_table(self) -> ActionResult:
-        """With VersionId, AWS updates only if it is still the table's current version."""
-        expected = self.parameters.get("VersionId")
-        if expected is not None:
-            table_input = self.parameters.get("TableInput") or {}
-            name = table_input.get("Name") or self.parameters.get("Name")
-            table = self.glue_backend.get_table(self.parameters.get("DatabaseName"), name)  # type: ignore[arg-type]
-            current = table.as_dict()["VersionId"]
-            if expected != current:
-                raise GlueClientError(
-                    "ConcurrentModificationException",
-                    f"Table {name} was updated concurrently: VersionId {expected} is not the "
-                    f"current version {current}.",
-                )
-        return super().update_table()
-
-    # -- helpers ----------------------------------------------------------------------------
-
-    def _take_hold(self, action: str) -> HeldRequest | None:
-        with self.state.lock:
-            for held in self.state.holds:
-                if held.matches(action, self.parameters):
-                    self.state.holds.remove(held)
-                    return held
-        return None
-
-    def _tree(self) -> _CatalogTree:
-        return self.state.tree(self.current_account, self.region)
-
-    def _catalog(self, catalog_id: str | None) -> _Catalog:
-        return self.state.catalog(catalog_id, self.current_account, self.region)
-
-    def _required(self, key: str) -> Any:
-        value = self.parameters.get(key)
-        if value in (None, ""):
-            raise _invalid_input(f"{key} is required.")
-        return value
-
-    def _catalog_api_denied(self, action: str) -> TYPE_RESPONSE:
+    def _refuse_catalog_call(self, action: str) -> None:
         """What AWS answers a principal whose identity policy lacks the action."""
-        with self.state.lock:
-            self.state.catalog_calls_refused += 1
-        user = f"arn:aws:iam::{self.current_account}:user/no-catalog-actions"
-        resource = f"arn:aws:glue:{self.region}:{self.current_account}:catalog"
-        message = (
+        with self.lock:
+            self.catalog_calls_refused += 1
+        user = f"arn:aws:iam::{self.account_id}:user/no-catalog-actions"
+        resource = f"arn:aws:glue:{self.region}:{self.account_id}:catalog"
+        raise GlueError(
+            "AccessDeniedException",
             f"User: {user} is not authorized to perform: glue:{action} on resource: "
-            f"{resource} because no identity-based policy allows the glue:{action} action"
+            f"{resource} because no identity-based policy allows the glue:{action} action",
         )
-        return self._fault_response(_Fault(action, 1, "AccessDeniedException", 400, message))
-
-    def _fault_response(self, fault: _Fault) -> TYPE_RESPONSE:
-        """The AWS JSON protocol's error shape, so botocore raises ClientError with this code."""
-        body = json.dumps({"__type": fault.error_code, "message": fault.message})
-        headers = {
-            "Content-Type": "application/x-amz-json-1.1",
-            "x-amzn-ErrorType": fault.error_code,
-            "status": str(fault.http_status),
-        }
-        headers, body = self._enrich_response(headers, body)
-        return fault.http_status, headers, body
 
 
-def _encode_token(after_catalog_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": after_catalog_id}).encode()).decode()
+# --------------------------------------------------------------------------------------------
+# The endpoint: Glue answered here, the rest relayed to moto
+# --------------------------------------------------------------------------------------------
+
+_HOP_BY_HOP = {"content-length", "transfer-encoding", "connection", "keep-alive"}
 
 
-def _decode_token(token: Any) -> str | None:
-    if not token:
-        return None
-    try:
-        after = json.loads(base64.urlsafe_b64decode(str(token).encode()))["after"]
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        raise _invalid_input("Invalid NextToken.") from None
-    if not isinstance(after, str):
-        raise _invalid_input("Invalid NextToken.")
-    return after
+def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHandler]:
+    moto = urlsplit(upstream)
 
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
 
-class _EmulatorServer(ThreadedMotoServer):
-    """moto's threaded server, with the Glue service answered by our handler class."""
+        def log_message(self, *args: Any) -> None:  # one line per request drowns test output
+            pass
 
-    def __init__(self, glue_handler: type[_EmulatedGlueResponse]) -> None:
-        super().__init__(ip_address="127.0.0.1", port=0, verbose=False)
-        self._glue_handler = glue_handler
+        def _body(self) -> bytes:
+            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0], 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                self.rfile.readline()
+                return b"".join(chunks)
+            return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
-    def _create_app(self, service: Any) -> Any:
-        app = create_backend_app(service)
-        if service == "glue":
-            view = convert_to_flask_response(self._glue_handler.dispatch)
-            for endpoint in list(app.view_functions):
-                if endpoint.startswith("GlueResponse.dispatch"):
-                    app.view_functions[endpoint] = view
-        return app
+        def _serve(self) -> None:
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            request = RecordedRequest(self.command, self.path, headers, self._body())
+            with state.lock:
+                if state.log is not None:
+                    state.log.append(request)
+            if headers.get("x-amz-target", "").startswith(_TARGET_PREFIX):
+                status, answer = state.answer(request)
+                body = json.dumps(answer).encode()
+                reply = [("Content-Type", _CONTENT_TYPE)]
+                if status != 200:
+                    reply.append(("x-amzn-ErrorType", answer["__type"]))
+            else:
+                status, reply, body = self._relay(request)
+            with contextlib.suppress(OSError):  # the client gave up (a read timeout)
+                self.send_response(status)
+                length = str(len(body))
+                for name, value in reply:
+                    if name.lower() not in _HOP_BY_HOP:
+                        self.send_header(name, value)
+                    elif name.lower() == "content-length" and self.command == "HEAD":
+                        length = value  # a HEAD answer tells the size of what GET would send
+                self.send_header("Content-Length", length)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
 
-    def _server_entry(self) -> None:
-        # Same as moto's, except for the app factory.
-        self._server = make_server(
-            self._ip_address,
-            self._port,
-            DomainDispatcherApplication(self._create_app),
-            True,
-            request_handler=MotoRequestHandler,
-        )
-        self._server_ready_event.set()
-        self._server.serve_forever()
+        def _relay(self, request: RecordedRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+            connection = http.client.HTTPConnection(moto.hostname, moto.port, timeout=120)
+            try:
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+                connection.request(self.command, self.path, body=request.body, headers=headers)
+                response = connection.getresponse()
+                return response.status, response.getheaders(), response.read()
+            finally:
+                connection.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = do_PATCH = _serve
+
+    return Handler
 
 
 # --------------------------------------------------------------------------------------------
@@ -751,16 +825,23 @@ def glue_endpoint_from_env(
     )
 
 
-class _LoopbackGlueServer:
-    """What every Glue-compatible endpoint of the tests shares: moto's threaded server on
-    127.0.0.1 (an OS-chosen port), its URL, clients, resetting moto's state, start/stop."""
+class StockMotoServer:
+    """moto's server as shipped: ``ThreadedMotoServer(ip_address="127.0.0.1", port=0)``.
+
+    What a user of moto, LocalStack and similar Glue-compatible endpoints has: databases and
+    tables, no catalog API (GetCatalog(s) answer a bare HTTP 500), no ``VersionId`` check on
+    UpdateTable. :class:`GlueEmulator` relays everything but Glue to one of these.
+    """
 
     region: str = "us-east-1"
     access_key_id: str = "testing"
     secret_access_key: str = "testing"
+    account_id: str = "123456789012"  # moto's default account
+    has_catalog_api: bool = False
+    folds_names: bool = False  # AWS stores database and table names lower-cased
 
     def __init__(self) -> None:
-        self._server: ThreadedMotoServer | None = None
+        self._moto: ThreadedMotoServer | None = None
         self._endpoint: str | None = None
 
     @property
@@ -783,27 +864,25 @@ class _LoopbackGlueServer:
         """A boto3 client for this endpoint (``config`` goes to botocore's Config)."""
         return self.connection_settings.client(service_name, **config)
 
-    def _new_server(self) -> ThreadedMotoServer:
-        raise NotImplementedError
-
     def start(self) -> Self:
-        if self._server is not None:
+        if self._moto is not None:
             raise RuntimeError(f"{type(self).__name__} is already running.")
-        # One log line per request drowns test output.
+        for name in ("moto", "werkzeug"):  # moto logs a traceback per action it lacks
+            logging.getLogger(name).addFilter(_not_an_unimplemented_action)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        server = self._new_server()
-        server.start()
-        host, port = server.get_host_and_port()
-        self._server, self._endpoint = server, f"http://{host}:{port}"
+        self._moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._moto.start()
+        host, port = self._moto.get_host_and_port()
+        self._endpoint = f"http://{host}:{port}"
         return self
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-        self._server = self._endpoint = None
+        if self._moto is not None:
+            self._moto.stop()
+        self._moto = self._endpoint = None
 
     def reset(self) -> None:
-        """Forget moto's state (every service)."""
+        """Forget moto's state (every service), through its documented ``/moto-api/reset``."""
         request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
@@ -820,19 +899,52 @@ class _LoopbackGlueServer:
         self.stop()
 
 
-class GlueEmulator(_LoopbackGlueServer):
-    """A Glue-compatible endpoint on 127.0.0.1: moto's server (Glue, STS, S3) plus extensions.
+def _not_an_unimplemented_action(record: logging.LogRecord) -> bool:
+    """Drop flask's and werkzeug's traceback of an action moto lacks (werkzeug's is text)."""
+    if record.exc_info and isinstance(record.exc_info[1], NotImplementedError):
+        return False
+    return "NotImplementedError: The " not in record.getMessage()
+
+
+class GlueEmulator(StockMotoServer):
+    """A Glue-compatible endpoint on 127.0.0.1: the emulated Glue, moto for everything else.
 
     Use as a context manager, or call ``start()``/``stop()``; ``reset()`` between tests.
     """
 
-    account_id: str = DEFAULT_ACCOUNT_ID
     has_catalog_api: bool = True
     folds_names: bool = True
 
     def __init__(self) -> None:
         super().__init__()
-        self._state = _EmulatorState()
+        self._state = _EmulatorState(self.account_id, self.region)
+        self._front: ThreadingHTTPServer | None = None
+
+    def start(self) -> Self:
+        super().start()
+        moto_endpoint = self._endpoint
+        assert moto_endpoint is not None
+        self._front = ThreadingHTTPServer(
+            ("127.0.0.1", 0), _handler_for(self._state, moto_endpoint)
+        )
+        self._front.daemon_threads = True
+        threading.Thread(target=self._front.serve_forever, daemon=True).start()
+        host, port = self._front.server_address[:2]
+        self._endpoint = f"http://{host}:{port}"
+        return self
+
+    def stop(self) -> None:
+        if self._front is not None:
+            self._front.shutdown()
+            self._front.server_close()
+            self._front = None
+        super().stop()
+        self._state.reset()
+
+    def reset(self) -> None:
+        """Forget everything: moto's state (all services), the Glue catalog and the faults."""
+        super().reset()
+        self._state.reset()
 
     @property
     def catalog_api_denied(self) -> GlueConnectionSettings:
@@ -854,18 +966,6 @@ class GlueEmulator(_LoopbackGlueServer):
         """How many catalog calls the denied principal's policy refused since the reset."""
         return self._state.catalog_calls_refused
 
-    def _new_server(self) -> ThreadedMotoServer:
-        return _EmulatorServer(_EmulatedGlueResponse.bound_to(self._state))
-
-    def stop(self) -> None:
-        super().stop()
-        self._state.reset()
-
-    def reset(self) -> None:
-        """Forget everything: moto's state (all services) and the emulator's catalogs and faults."""
-        super().reset()
-        self._state.reset()
-
     # -- test-only helpers ------------------------------------------------------------------
 
     def add_federated_catalog(
@@ -879,12 +979,11 @@ class GlueEmulator(_LoopbackGlueServer):
         if not name or any(ch in name for ch in ":/\\"):
             raise ValueError(f"invalid federated catalog name: {name!r}")
         with self._state.lock:
-            account_id = parent_catalog_id.split(":", 1)[0]
+            glue = self._state.glue
             try:
-                parent = self._state.catalog(parent_catalog_id, account_id, self.region)
-                tree = self._state.tree(parent.store.account_id, self.region)
-                catalog = tree.add(parent, name, {"Parameters": dict(parameters or {})})
-            except GlueClientError as error:
+                parent = glue.catalog(parent_catalog_id, self.account_id)
+                catalog = glue.add_catalog(parent, name, {"Parameters": dict(parameters or {})})
+            except GlueError as error:
                 raise ValueError(error.message) from None
         return catalog.catalog_id
 
@@ -906,29 +1005,37 @@ class GlueEmulator(_LoopbackGlueServer):
             raise ValueError("http_status must be an error status (400-599)")
         if times < 1:
             raise ValueError("times must be at least 1")
-        self._state.faults.add_error(
-            _Fault(
-                action,
-                times,
-                error_code=error_code,
-                http_status=http_status,
-                message=message,
-                after_apply=after_apply,
-            )
-        )
+        fault = _Fault(action, times, error_code, http_status, message, after_apply=after_apply)
+        with self._state.lock:
+            self._state.errors.append(fault)
 
     def inject_delay(self, action: str, seconds: float, times: int = 1) -> None:
         """Hold the next ``times`` calls of a Glue action for ``seconds`` (to provoke timeouts)."""
         if seconds < 0 or times < 1:
             raise ValueError("seconds must be >= 0 and times >= 1")
-        self._state.faults.add_delay(_Fault(action, times, delay_seconds=seconds))
+        with self._state.lock:
+            self._state.delays.append(_Fault(action, times, delay_seconds=seconds))
 
     def clear_faults(self) -> None:
-        self._state.faults.clear()
+        with self._state.lock:
+            self._state.errors.clear()
+            self._state.delays.clear()
 
     def pending_faults(self) -> int:
         """How many injected errors and delays no call has met yet (tests wait on 0)."""
-        return self._state.faults.pending()
+        with self._state.lock:
+            return sum(f.remaining for f in self._state.errors + self._state.delays)
+
+    @contextlib.contextmanager
+    def fault(
+        self, action: str, error_code: str, http_status: int, **options: Any
+    ) -> Iterator[None]:
+        """``inject_fault`` for the ``with`` block; every fault is cleared when it ends."""
+        self.inject_fault(action, error_code, http_status, **options)
+        try:
+            yield
+        finally:
+            self.clear_faults()
 
     @contextlib.contextmanager
     def hold(
@@ -951,37 +1058,26 @@ class GlueEmulator(_LoopbackGlueServer):
             held.release()
 
     @contextlib.contextmanager
-    def fault(
-        self, action: str, error_code: str, http_status: int, **options: Any
-    ) -> Iterator[None]:
-        """``inject_fault`` for the ``with`` block; every fault is cleared when it ends."""
-        self.inject_fault(action, error_code, http_status, **options)
+    def recording(self) -> Iterator[list[RecordedRequest]]:
+        """Every request the endpoint receives in the block (Glue and relayed), in order."""
+        log: list[RecordedRequest] = []
+        with self._state.lock:
+            self._state.log = log
+        try:
+            yield log
+        finally:
+            with self._state.lock:
+                self._state.log = None
+
+    @contextlib.contextmanager
+    def check_signatures(self, secrets: Mapping[str, str]) -> Iterator[None]:
+        """Check the SigV4 signature of Glue requests in the block, as AWS does: keys not in
+        ``secrets`` (access key -> secret) answer UnrecognizedClientException, a wrong
+        signature InvalidSignatureException."""
+        with self._state.lock:
+            self._state.secrets = dict(secrets)
         try:
             yield
         finally:
-            self.clear_faults()
-
-
-def _not_an_unimplemented_action(record: logging.LogRecord) -> bool:
-    """Drop flask's and werkzeug's traceback of an action moto lacks (werkzeug's is text)."""
-    if record.exc_info and isinstance(record.exc_info[1], NotImplementedError):
-        return False
-    return "NotImplementedError: The " not in record.getMessage()
-
-
-class StockMotoServer(_LoopbackGlueServer):
-    """moto's server as shipped: ``ThreadedMotoServer(ip_address="127.0.0.1", port=0)``.
-
-    What a user of moto, LocalStack and similar Glue-compatible endpoints has: databases and
-    tables, no catalog API (GetCatalog(s) answer a bare HTTP 500), no ``VersionId`` check on
-    UpdateTable. Same interface as :class:`GlueEmulator` for connecting and resetting.
-    """
-
-    has_catalog_api: bool = False
-    folds_names: bool = False  # AWS stores database and table names lower-cased
-
-    def _new_server(self) -> ThreadedMotoServer:
-        # Each call of an action moto lacks logs a traceback, twice: expected here.
-        for name in ("moto", "werkzeug"):
-            logging.getLogger(name).addFilter(_not_an_unimplemented_action)
-        return ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+            with self._state.lock:
+                self._state.secrets = None
