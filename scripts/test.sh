@@ -16,6 +16,7 @@ lint_paths=()
 for path in src tests benchmarks examples; do [ -e "$path" ] && lint_paths+=("$path"); done
 .venv/bin/ruff check "${lint_paths[@]}"
 .venv/bin/ruff format --check "${lint_paths[@]}"
+.venv/bin/mypy
 
 run_tier() {
   local status=0
