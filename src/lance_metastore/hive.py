@@ -676,7 +676,8 @@ class _HiveNamespace(CatalogNamespace):
             raise ConcurrentModificationError(
                 f"Could not lock table {describe((*path, name))}: lock state {response.state}"
             )
-        return response.lockid
+        lock_id: int = response.lockid
+        return lock_id
 
     def _unlock(self, lock_id: int) -> None:
         try:

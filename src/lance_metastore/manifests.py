@@ -64,7 +64,7 @@ def _s3_filesystem(options: Mapping[str, str]) -> Any:
         session_token=_option(options, "aws_session_token", "session_token", "token"),
         region=_option(options, "aws_region", "region"),
         endpoint_override=endpoint,
-        scheme=scheme,
+        scheme=scheme,  # type: ignore[arg-type]  # None is pyarrow's default; its stubs omit it
         force_virtual_addressing=(virtual or "").lower() in _TRUE,
     )
 

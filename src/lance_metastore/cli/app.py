@@ -24,9 +24,8 @@ import typer
 from typer.core import TyperGroup
 
 from .. import __version__
-from ..errors import scrub
 from ..impls import UnknownImplError, namespace_class
-from ..redaction import secret_values
+from ..redaction import scrub, secret_values
 from .config import ConfigError, Resolved, parse_assignments, resolve
 from .output import Output, RichOutput
 
@@ -187,7 +186,8 @@ def debug_traceback(state: State) -> None:
 class Group(TyperGroup):
     """With ``--json`` anywhere on the line, a usage error is also one JSON document."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    # typer hands these its own Context (a click Context): narrower than the base declares.
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         ctx.meta["json"] = "--json" in args
         try:
             return super().parse_args(ctx, args)
@@ -195,7 +195,7 @@ class Group(TyperGroup):
             self._json_usage_error(ctx, error)
             raise
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]
         try:
             return super().invoke(ctx)
         except typer.TyperException as error:

@@ -28,6 +28,7 @@ from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Scope
 
 from ..base import CatalogNamespace
 from ..errors import is_worded_refusal, known_secrets, unsupported
@@ -72,7 +73,7 @@ def http_status(code: int) -> int:
 
 
 def error_response(
-    code: int, message: str, scope: dict[str, Any] | None = None, status: int | None = None
+    code: int, message: str, scope: Scope | None = None, status: int | None = None
 ) -> JSONResponse:
     """The spec's error body; ``status`` overrides the code's own (404 for unknown routes)."""
     if scope is not None:
@@ -475,6 +476,8 @@ def _render(operation: Operation, result: Any) -> Response:
         count = result if isinstance(result, int) else getattr(result, "count", None)
         if count is None and isinstance(result, dict):
             count = result.get("count")
+        if count is None:
+            raise TypeError(f"{type(result).__name__} answered no count")
         return JSONResponse(int(count), headers=headers)
     if reply is Reply.TEXT:
         return JSONResponse(shareable(str(result), secrets), headers=headers)

@@ -114,7 +114,8 @@ def _bearer(scope: Scope) -> bytes | None:
         if name == b"authorization":
             scheme, _, credentials = value.partition(b" ")
             if scheme.lower() == b"bearer" and credentials.strip():
-                return credentials.strip()
+                token: bytes = credentials.strip()
+                return token
             return None
     return None
 

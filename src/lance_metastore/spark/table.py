@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError
@@ -348,7 +348,8 @@ def _delete_task(location: Location, version: int, name: str) -> Any:
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         offsets: dict[int, list[int]] = {}
         for batch in batches:
-            for address in batch.column(0).to_pylist():
+            # Row addresses are never null.
+            for address in cast("list[int]", batch.column(0).to_pylist()):
                 offsets.setdefault(address >> 32, []).append(address & 0xFFFFFFFF)
         if not offsets:
             return

@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from ...bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
-from ...errors import scrub
 from ...identifiers import join_identifier, parse_identifier
 from ...locations import DATA_KEPT_KEY
+from ...redaction import scrub
 from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
 
