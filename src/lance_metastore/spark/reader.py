@@ -218,7 +218,7 @@ class LanceReader(DataSourceReader):
         ``fragment_ids`` limits the read to those fragments; ``version`` is recorded in the
         partitions (the streaming source reads a new version in each micro-batch)."""
         # With a filter, ranges are physical row addresses; without, rows as Lance counts them.
-        fragments = [
+        counted = [
             (
                 f.fragment_id,
                 f.metadata.physical_rows if self.filter else f.metadata.num_rows,
@@ -227,7 +227,7 @@ class LanceReader(DataSourceReader):
             for f in dataset.get_fragments()
             if fragment_ids is None or f.fragment_id in fragment_ids
         ]
-        fragments = [(fid, span) for fid, span, rows in fragments if rows > 0]
+        fragments = [(fid, span) for fid, span, rows in counted if rows > 0]
         total = sum(span for _, span in fragments)
         if total == 0:
             return [LancePartition([], version)]

@@ -29,7 +29,7 @@ import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
@@ -38,6 +38,9 @@ from pyspark.sql.types import StructType
 from .options import Location, OptionError, Target, bool_option, int_option, parse_target
 from .reader import _not_found, open_dataset
 from .types import conform, realign, target_schema
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
 
 logger = logging.getLogger("lance_metastore.spark")
 
@@ -244,9 +247,9 @@ def with_compression(schema: pa.Schema, compression: str) -> pa.Schema:
         ):
             metadata = dict(arrow_field.metadata or {})
             metadata[COMPRESSION_KEY.encode()] = compression.encode()
-            arrow_field = arrow_field.with_metadata(metadata)
+            arrow_field = arrow_field.with_metadata(metadata)  # type: ignore[arg-type]
         fields.append(arrow_field)
-    return pa.schema(fields, metadata=schema.metadata)
+    return pa.schema(fields, metadata=schema.metadata)  # type: ignore[arg-type]  # stubs: invariant
 
 
 def _storage_version(dataset: Any) -> str | None:
@@ -287,7 +290,7 @@ def commit_operation(
     operation: Any,
     read_version: int | None,
     properties: Mapping[str, str] | None = None,
-) -> Any:
+) -> LanceDataset:
     """One Lance commit of ``operation`` on the table (through its catalog when the catalog
     manages its versions), recording ``properties`` in the commit's transaction.
 
@@ -562,12 +565,12 @@ class _TaskRecorder:
 
 
 try:
-    from lance.fragment import FragmentWriteProgress as _ProgressBase
+    from lance.progress import FragmentWriteProgress as _ProgressBase
 except ImportError:  # pragma: no cover - older pylance
     _ProgressBase = object  # type: ignore[assignment,misc]
 
 
-class _FileTracker(_ProgressBase):  # type: ignore[misc,valid-type]
+class _FileTracker(_ProgressBase):
     """Lance's progress hook: hands every finished data file to the task's recorder."""
 
     def __init__(self, recorder: _TaskRecorder) -> None:
@@ -590,7 +593,8 @@ class LanceWriter(DataSourceArrowWriter):
 
     # -- tasks (executors) --------------------------------------------------------------------
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+    # pyspark's Arrow writer takes record batches where its base class declares rows.
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:  # type: ignore[override]
         plan = self.plan
         if plan.operation == OP_SKIP:
             return LanceCommitMessage()
@@ -702,7 +706,9 @@ class LanceWriter(DataSourceArrowWriter):
             return lance.LanceOperation.Merge(existing + fragments, plan.schema)
         return lance.LanceOperation.Append(fragments)
 
-    def _commit(self, lance: Any, operation: Any, properties: Mapping[str, str] | None = None):
+    def _commit(
+        self, lance: Any, operation: Any, properties: Mapping[str, str] | None = None
+    ) -> LanceDataset:
         return commit_operation(self.plan.location, operation, self.plan.read_version, properties)
 
     def _committed(self, messages: list[LanceCommitMessage]) -> bool:
