@@ -17,7 +17,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 from lance_namespace import (
@@ -87,12 +87,16 @@ from .requests import (
     OVERWRITE,
     RESTRICT,
     SKIP,
+    RequestInput,
     coerce_request,
 )
 from .requests import request_id as _raw_id
 from .requests import request_mode as _mode
 from .schema import CatalogColumn, catalog_columns
 from .tables import TableEntry
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
 
 logger = logging.getLogger("lance_metastore")
 
@@ -502,7 +506,7 @@ class CatalogNamespace(
     def _storage_options_or_none(self) -> dict[str, str] | None:
         return self.storage_options or None
 
-    def _open_dataset(self, location: str) -> Any:
+    def _open_dataset(self, location: str) -> LanceDataset:
         import lance
 
         return lance.dataset(location, storage_options=self.storage_options or None)
@@ -578,7 +582,7 @@ class CatalogNamespace(
     # Namespace operations
     # ----------------------------------------------------------------------------------------
 
-    def create_namespace(self, request: Any = None) -> CreateNamespaceResponse:
+    def create_namespace(self, request: RequestInput = None) -> CreateNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("create namespace", raw_id):
             req = coerce_request(request, CreateNamespaceRequest)
@@ -610,7 +614,7 @@ class CatalogNamespace(
                 return CreateNamespaceResponse(properties=existing or {})
             return CreateNamespaceResponse(properties=self._stored_properties(properties))
 
-    def describe_namespace(self, request: Any = None) -> DescribeNamespaceResponse:
+    def describe_namespace(self, request: RequestInput = None) -> DescribeNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("describe namespace", raw_id):
             req = coerce_request(request, DescribeNamespaceRequest)
@@ -622,7 +626,8 @@ class CatalogNamespace(
                 raise lance_error(NamespaceNotFoundError, describe(path))
             return DescribeNamespaceResponse(properties=properties)
 
-    def namespace_exists(self, request: Any = None) -> None:
+    # The *_exists operations answer by raising the spec's not-found error, else nothing.
+    def namespace_exists(self, request: RequestInput = None) -> None:  # type: ignore[override]
         raw_id = _raw_id(request)
         with self._operation("check namespace", raw_id):
             req = coerce_request(request, NamespaceExistsRequest)
@@ -630,7 +635,7 @@ class CatalogNamespace(
             if path and self._catalog_get_namespace(path) is None:
                 raise lance_error(NamespaceNotFoundError, describe(path))
 
-    def drop_namespace(self, request: Any = None) -> DropNamespaceResponse:
+    def drop_namespace(self, request: RequestInput = None) -> DropNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("drop namespace", raw_id):
             req = coerce_request(request, DropNamespaceRequest)
@@ -665,7 +670,7 @@ class CatalogNamespace(
                     raise
             return DropNamespaceResponse()
 
-    def list_namespaces(self, request: Any = None) -> ListNamespacesResponse:
+    def list_namespaces(self, request: RequestInput = None) -> ListNamespacesResponse:
         raw_id = _raw_id(request)
         with self._operation("list namespaces of", raw_id):
             req = coerce_request(request, ListNamespacesRequest)
@@ -682,7 +687,7 @@ class CatalogNamespace(
     # Table operations
     # ----------------------------------------------------------------------------------------
 
-    def list_tables(self, request: Any = None) -> ListTablesResponse:
+    def list_tables(self, request: RequestInput = None) -> ListTablesResponse:
         raw_id = _raw_id(request)
         with self._operation("list tables of", raw_id):
             req = coerce_request(request, ListTablesRequest)
@@ -710,7 +715,7 @@ class CatalogNamespace(
         entry = self._catalog_get_table(path, name)
         return entry is not None and self._has_committed_data(entry)
 
-    def declare_table(self, request: Any = None) -> DeclareTableResponse:
+    def declare_table(self, request: RequestInput = None) -> DeclareTableResponse:
         raw_id = _raw_id(request)
         with self._operation("declare table", raw_id):
             req = coerce_request(request, DeclareTableRequest)
@@ -732,11 +737,12 @@ class CatalogNamespace(
                 managed_versioning=self._managed_versioning(entry),
             )
 
-    def create_empty_table(self, request: Any = None) -> DeclareTableResponse:
+    # Answers as declare_table does (the spec's replacement), not with CreateTableResponse.
+    def create_empty_table(self, request: RequestInput = None) -> DeclareTableResponse:  # type: ignore[override]
         """Deprecated name of :meth:`declare_table`, still called by older Lance clients."""
         return self.declare_table(request)
 
-    def register_table(self, request: Any = None) -> RegisterTableResponse:
+    def register_table(self, request: RequestInput = None) -> RegisterTableResponse:
         raw_id = _raw_id(request)
         with self._operation("register table", raw_id):
             req = coerce_request(request, RegisterTableRequest)
@@ -794,7 +800,7 @@ class CatalogNamespace(
         commit = versions.Commit(version, record.manifest_path, None, None, scheme)
         return commit.parameters(parameters)
 
-    def describe_table(self, request: Any = None) -> DescribeTableResponse:
+    def describe_table(self, request: RequestInput = None) -> DescribeTableResponse:
         raw_id = _raw_id(request)
         with self._operation("describe table", raw_id):
             req = coerce_request(request, DescribeTableRequest)
@@ -830,14 +836,14 @@ class CatalogNamespace(
                 self._executor = ThreadPoolExecutor(2, thread_name_prefix="lance-metastore")
             return self._executor
 
-    def table_exists(self, request: Any = None) -> None:
+    def table_exists(self, request: RequestInput = None) -> None:  # type: ignore[override]
         raw_id = _raw_id(request)
         with self._operation("check table", raw_id):
             req = coerce_request(request, TableExistsRequest)
             path, name = self._table_path(req.id)
             self._require_lance_table(path, name)
 
-    def deregister_table(self, request: Any = None) -> DeregisterTableResponse:
+    def deregister_table(self, request: RequestInput = None) -> DeregisterTableResponse:
         raw_id = _raw_id(request)
         with self._operation("deregister table", raw_id):
             req = coerce_request(request, DeregisterTableRequest)
@@ -848,7 +854,7 @@ class CatalogNamespace(
                 id=[*path, name], location=entry.location, properties=dict(entry.parameters)
             )
 
-    def drop_table(self, request: Any = None) -> DropTableResponse:
+    def drop_table(self, request: RequestInput = None) -> DropTableResponse:
         raw_id = _raw_id(request)
         with self._operation("drop table", raw_id):
             req = coerce_request(request, DropTableRequest)
@@ -868,7 +874,7 @@ class CatalogNamespace(
                     kept,
                 )
                 answer[locations.DATA_KEPT_KEY] = kept
-            elif has_data:
+            elif has_data and entry.location is not None:
                 import lance
 
                 try:
@@ -899,7 +905,7 @@ class CatalogNamespace(
             )
         return entry
 
-    def create_table_version(self, request: Any = None) -> CreateTableVersionResponse:
+    def create_table_version(self, request: RequestInput = None) -> CreateTableVersionResponse:
         raw_id = _raw_id(request)
         with self._operation("commit a version of table", raw_id):
             req = coerce_request(request, CreateTableVersionRequest)
@@ -958,7 +964,7 @@ class CatalogNamespace(
         so after ``declare_table``): the first commit continues after them. Once the catalog
         records a commit, only the catalog counts."""
         location = tables.plain_location(entry.location)
-        if self._dataset_schema(location) is None:
+        if location is None or self._dataset_schema(location) is None:
             return 0
         return int(self._open_dataset(location).version)
 
@@ -1009,7 +1015,7 @@ class CatalogNamespace(
             records.append(latest)
         return records
 
-    def list_table_versions(self, request: Any = None) -> ListTableVersionsResponse:
+    def list_table_versions(self, request: RequestInput = None) -> ListTableVersionsResponse:
         raw_id = _raw_id(request)
         with self._operation("list versions of table", raw_id):
             req = coerce_request(request, ListTableVersionsRequest)
@@ -1032,7 +1038,7 @@ class CatalogNamespace(
                 versions=[records[k] for k in keys if k in records], page_token=token
             )
 
-    def describe_table_version(self, request: Any = None) -> DescribeTableVersionResponse:
+    def describe_table_version(self, request: RequestInput = None) -> DescribeTableVersionResponse:
         raw_id = _raw_id(request)
         with self._operation("describe a version of table", raw_id):
             req = coerce_request(request, DescribeTableVersionRequest)
@@ -1055,7 +1061,9 @@ class CatalogNamespace(
                 f"version {req.version} of table {describe((*path, name))}",
             )
 
-    def batch_delete_table_versions(self, request: Any = None) -> BatchDeleteTableVersionsResponse:
+    def batch_delete_table_versions(
+        self, request: RequestInput = None
+    ) -> BatchDeleteTableVersionsResponse:
         raw_id = _raw_id(request)
         with self._operation("delete version records of table", raw_id):
             req = coerce_request(request, BatchDeleteTableVersionsRequest)

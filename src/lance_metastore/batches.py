@@ -31,7 +31,7 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 
 from . import versions
 from .identifiers import Path, describe
-from .requests import coerce_request
+from .requests import RequestInput, coerce_request
 
 if TYPE_CHECKING:
     from lance_namespace import TableVersion
@@ -58,7 +58,7 @@ class BatchCommitOps:
     """batch_create_table_versions and batch_commit_tables."""
 
     def batch_create_table_versions(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> BatchCreateTableVersionsResponse:
         with self._operation("commit a batch of versions", None):
             req = coerce_request(request, BatchCreateTableVersionsRequest)
@@ -73,7 +73,7 @@ class BatchCommitOps:
             )
 
     def batch_commit_tables(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> BatchCommitTablesResponse:
         with self._operation("commit a batch of table operations", None):
             req = coerce_request(request, BatchCommitTablesRequest)
@@ -157,7 +157,9 @@ class BatchCommitOps:
             for r in results
             if r.create_table_version is not None and r.create_table_version.version is not None
         ]
-        finalized = self._finalize(entry, parameters, [c.version for c in created])
+        finalized = self._finalize(
+            entry, parameters, [c.version for c in created if c.version is not None]
+        )
         for response, record in zip(created, finalized, strict=True):
             response.version = record
         return results

@@ -52,6 +52,7 @@ from .requests import (
     CREATE,
     EXIST_OK,
     OVERWRITE,
+    RequestInput,
     coerce_request,
     request_id,
     request_mode,
@@ -59,9 +60,14 @@ from .requests import (
 from .tables import TableEntry
 
 if TYPE_CHECKING:
+    from lance.dataset import LanceScanner
+
     from .base import CatalogNamespace
 
 logger = logging.getLogger("lance_metastore")
+
+# The requests that read rows (the same query fields, as the spec models them).
+_QueryRequest = QueryTableRequest | AnalyzeTableQueryPlanRequest
 
 DEFAULT_VECTOR_COLUMN = "vector"
 
@@ -119,7 +125,7 @@ class TableDataOps:
             )
 
     def create_table(
-        self: CatalogNamespace, request: Any = None, request_data: Any = None
+        self: CatalogNamespace, request: RequestInput = None, request_data: object = None
     ) -> CreateTableResponse:
         with self._operation("create table", request_id(request)):
             req = coerce_request(request, CreateTableRequest)
@@ -182,7 +188,7 @@ class TableDataOps:
             shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(
-        self: CatalogNamespace, request: Any = None, request_data: Any = None
+        self: CatalogNamespace, request: RequestInput = None, request_data: object = None
     ) -> InsertIntoTableResponse:
         with self._operation("insert into table", request_id(request)):
             req = coerce_request(request, InsertIntoTableRequest)
@@ -195,7 +201,7 @@ class TableDataOps:
             return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
 
     def merge_insert_into_table(
-        self: CatalogNamespace, request: Any = None, request_data: Any = None
+        self: CatalogNamespace, request: RequestInput = None, request_data: object = None
     ) -> MergeInsertIntoTableResponse:
         with self._operation("merge into table", request_id(request)):
             req = coerce_request(request, MergeInsertIntoTableRequest)
@@ -235,7 +241,7 @@ class TableDataOps:
                 version=latest.version,
             )
 
-    def update_table(self: CatalogNamespace, request: Any = None) -> UpdateTableResponse:
+    def update_table(self: CatalogNamespace, request: RequestInput = None) -> UpdateTableResponse:
         with self._operation("update rows of table", request_id(request)):
             req = coerce_request(request, UpdateTableRequest)
             _no_branch(req.branch, "Updating")
@@ -255,7 +261,9 @@ class TableDataOps:
                 properties=dict(self._require_lance_table(path, name).parameters),
             )
 
-    def delete_from_table(self: CatalogNamespace, request: Any = None) -> DeleteFromTableResponse:
+    def delete_from_table(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> DeleteFromTableResponse:
         with self._operation("delete rows of table", request_id(request)):
             req = coerce_request(request, DeleteFromTableRequest)
             _no_branch(req.branch, "Deleting")
@@ -267,7 +275,9 @@ class TableDataOps:
                 dataset.delete(req.predicate)
             return DeleteFromTableResponse(version=dataset.version)
 
-    def count_table_rows(self: CatalogNamespace, request: Any = None) -> CountTableRowsResponse:
+    def count_table_rows(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> CountTableRowsResponse:
         with self._operation("count rows of table", request_id(request)):
             req = coerce_request(request, CountTableRowsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -281,7 +291,9 @@ class TableDataOps:
     # Queries
     # ----------------------------------------------------------------------------------------
 
-    def _scanner(self: CatalogNamespace, raw: Any, model: type) -> tuple[Any, str]:
+    def _scanner(
+        self: CatalogNamespace, raw: RequestInput, model: type[_QueryRequest]
+    ) -> tuple[LanceScanner, str]:
         """A Lance scanner for a query request (and the table it reads, for messages)."""
         req = coerce_request(raw, model)
         path, name, entry = self._lance_table(req.id)
@@ -291,14 +303,14 @@ class TableDataOps:
         with lance_errors("query", target):
             return dataset.scanner(**options), target
 
-    def query_table(self: CatalogNamespace, request: Any = None) -> QueryTableResponse:
+    def query_table(self: CatalogNamespace, request: RequestInput = None) -> QueryTableResponse:
         """The rows, as Arrow IPC file bytes (the interface's answer format)."""
         with self._operation("query table", request_id(request)):
             scanner, target = self._scanner(request, QueryTableRequest)
             with lance_errors("query", target):
                 return QueryTableResponse(data=ipc_file_bytes(scanner.to_table()))
 
-    def explain_table_query_plan(self: CatalogNamespace, request: Any = None) -> str:
+    def explain_table_query_plan(self: CatalogNamespace, request: RequestInput = None) -> str:
         with self._operation("explain a query of table", request_id(request)):
             req = coerce_request(request, ExplainTableQueryPlanRequest)
             query = req.query.model_copy(update={"id": req.id, "branch": req.branch})
@@ -306,7 +318,7 @@ class TableDataOps:
             with lance_errors("explain a query of", target):
                 return scanner.explain_plan(bool(req.verbose))
 
-    def analyze_table_query_plan(self: CatalogNamespace, request: Any = None) -> str:
+    def analyze_table_query_plan(self: CatalogNamespace, request: RequestInput = None) -> str:
         with self._operation("analyze a query of table", request_id(request)):
             scanner, target = self._scanner(request, AnalyzeTableQueryPlanRequest)
             with lance_errors("analyze a query of", target):
@@ -341,7 +353,7 @@ def _check_append_schema(table: pa.Schema, data: pa.Schema, target: str) -> None
         )
 
 
-def _query_options(req: Any, schema: pa.Schema, target: str) -> dict[str, Any]:
+def _query_options(req: _QueryRequest, schema: pa.Schema, target: str) -> dict[str, Any]:
     """Scanner keyword arguments for a query request, checked against the table's schema."""
     options: dict[str, Any] = {}
     if req.columns is not None:
@@ -385,7 +397,7 @@ def _query_vector(req: Any) -> list[Any] | None:
     return None
 
 
-def _vector_column(req: Any, schema: pa.Schema, target: str) -> str:
+def _vector_column(req: _QueryRequest, schema: pa.Schema, target: str) -> str:
     if req.vector_column:
         _check_columns(schema, [req.vector_column], target)
         return req.vector_column

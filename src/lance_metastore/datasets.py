@@ -49,6 +49,8 @@ from .retries import Backoff
 from .schema import CatalogColumn, catalog_columns
 
 if TYPE_CHECKING:
+    from lance import LanceDataset
+
     from .base import CatalogNamespace
     from .tables import TableEntry
 
@@ -131,7 +133,7 @@ def lance_errors(operation: str, target: str) -> Iterator[None]:
         raise kind(f"Cannot {operation} {target}: {message}") from None
 
 
-def read_ipc_stream(data: Any, target: str) -> pa.Table:
+def read_ipc_stream(data: object, target: str) -> pa.Table:
     """The rows of an Arrow IPC stream body (the file format is accepted as well)."""
     if isinstance(data, pa.Table):
         return data
@@ -230,7 +232,7 @@ class TableDatasets:
         entry: TableEntry,
         version: int | str | None = None,
         branch: str | None = None,
-    ) -> Any:
+    ) -> LanceDataset:
         """The table's dataset (at a version or branch when asked).
 
         Catalog-managed tables are opened through this namespace, so Lance finds the version
@@ -267,7 +269,7 @@ class TableDatasets:
         with lance_errors("open", f"version {reference!r} of table {target}"):
             return dataset.checkout_version(reference)
 
-    def _latest(self: CatalogNamespace, path: Path, name: str) -> Any:
+    def _latest(self: CatalogNamespace, path: Path, name: str) -> LanceDataset:
         """The table's dataset as it is now, read again from the catalog after a change."""
         return self._dataset(path, self._require_lance_table(path, name))
 

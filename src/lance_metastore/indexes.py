@@ -27,12 +27,12 @@ from lance_namespace.errors import (
     TableIndexNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import IndexContent
+from lance_namespace_urllib3_client.models.index_content import IndexContent
 
 from .datasets import lance_errors
 from .errors import lance_error
 from .identifiers import describe
-from .requests import coerce_request, request_id
+from .requests import RequestInput, coerce_request, request_id
 
 if TYPE_CHECKING:
     from .base import CatalogNamespace
@@ -68,19 +68,21 @@ VECTOR_OPTIONS = (
 class TableIndexOps:
     """create_table_index, create_table_scalar_index, list, describe stats, drop."""
 
-    def create_table_index(self: CatalogNamespace, request: Any = None) -> CreateTableIndexResponse:
+    def create_table_index(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> CreateTableIndexResponse:
         with self._operation("create an index on table", request_id(request)):
             self._create_index(request, scalar_only=False)
             return CreateTableIndexResponse()
 
     def create_table_scalar_index(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> CreateTableScalarIndexResponse:
         with self._operation("create a scalar index on table", request_id(request)):
             self._create_index(request, scalar_only=True)
             return CreateTableScalarIndexResponse()
 
-    def _create_index(self: CatalogNamespace, request: Any, scalar_only: bool) -> None:
+    def _create_index(self: CatalogNamespace, request: RequestInput, scalar_only: bool) -> None:
         req = coerce_request(request, CreateTableIndexRequest)
         if req.branch:
             raise UnsupportedOperationError("Creating an index on a branch is not supported")
@@ -123,11 +125,17 @@ class TableIndexOps:
                     raise InvalidInputError(
                         f"Options {', '.join(options)} apply to full-text indexes only ({target})"
                     )
-                dataset.create_scalar_index(
-                    req.column, lance_type, name=index_name, replace=False, **options
+                dataset.create_scalar_index(  # Lance judges the type name
+                    req.column,
+                    lance_type,  # type: ignore[arg-type]
+                    name=index_name,
+                    replace=False,
+                    **options,
                 )
 
-    def list_table_indices(self: CatalogNamespace, request: Any = None) -> ListTableIndicesResponse:
+    def list_table_indices(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> ListTableIndicesResponse:
         with self._operation("list indexes of table", request_id(request)):
             req = coerce_request(request, ListTableIndicesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -143,7 +151,7 @@ class TableIndexOps:
             return ListTableIndicesResponse(indexes=[contents[k] for k in keys], page_token=token)
 
     def describe_table_index_stats(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> DescribeTableIndexStatsResponse:
         with self._operation("describe an index of table", request_id(request)):
             req = coerce_request(request, DescribeTableIndexStatsRequest)
@@ -164,7 +172,9 @@ class TableIndexOps:
                 num_indices=stats.get("num_indices"),
             )
 
-    def drop_table_index(self: CatalogNamespace, request: Any = None) -> DropTableIndexResponse:
+    def drop_table_index(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> DropTableIndexResponse:
         with self._operation("drop an index of table", request_id(request)):
             req = coerce_request(request, DropTableIndexRequest)
             if req.branch:

@@ -42,12 +42,13 @@ from lance_namespace.errors import (
     TransactionNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
+from lance_namespace_urllib3_client.models.fragment_stats import FragmentStats
+from lance_namespace_urllib3_client.models.fragment_summary import FragmentSummary
 
 from .datasets import json_arrow_type, lance_errors
 from .errors import lance_error
 from .identifiers import Path, describe, join_identifier, split_identifier
-from .requests import coerce_request, request_id
+from .requests import RequestInput, coerce_request, request_id
 
 if TYPE_CHECKING:
     from .base import CatalogNamespace
@@ -71,7 +72,7 @@ class TableLifecycleOps:
     the committed transactions of a table."""
 
     def describe_transaction(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> DescribeTransactionResponse:
         """A committed Lance transaction of a table: ``id`` is the table id followed by the
         transaction's uuid or the version it committed."""
@@ -81,7 +82,9 @@ class TableLifecycleOps:
                 status=COMMITTED, properties=self._transaction(req.id)
             )
 
-    def alter_transaction(self: CatalogNamespace, request: Any = None) -> AlterTransactionResponse:
+    def alter_transaction(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> AlterTransactionResponse:
         with self._operation("alter a transaction of", request_id(request)):
             req = coerce_request(request, AlterTransactionRequest)
             properties = self._transaction(req.id)
@@ -114,7 +117,7 @@ class TableLifecycleOps:
                     }
         raise lance_error(TransactionNotFoundError, f"{wanted!r} of {target}")
 
-    def rename_table(self: CatalogNamespace, request: Any = None) -> RenameTableResponse:
+    def rename_table(self: CatalogNamespace, request: RequestInput = None) -> RenameTableResponse:
         raw_id = request_id(request)
         with self._operation("rename table", raw_id):
             req = coerce_request(request, RenameTableRequest)
@@ -138,7 +141,7 @@ class TableLifecycleOps:
             self._catalog_rename_table(path, entry, new_path, new_name)
             return RenameTableResponse()
 
-    def restore_table(self: CatalogNamespace, request: Any = None) -> RestoreTableResponse:
+    def restore_table(self: CatalogNamespace, request: RequestInput = None) -> RestoreTableResponse:
         raw_id = request_id(request)
         with self._operation("restore table", raw_id):
             req = coerce_request(request, RestoreTableRequest)
@@ -149,12 +152,12 @@ class TableLifecycleOps:
             dataset = self._dataset(path, entry, version=req.version)
             target = f"table {describe((*path, name))}"
             with lance_errors("restore", target):
-                dataset.restore()
+                dataset.restore()  # type: ignore[no-untyped-call]  # unannotated in Lance
             latest = self._latest(path, name)
             self._record_columns(path, name, latest.schema, entry)
             return RestoreTableResponse()
 
-    def list_all_tables(self: CatalogNamespace, request: Any = None) -> ListTablesResponse:
+    def list_all_tables(self: CatalogNamespace, request: RequestInput = None) -> ListTablesResponse:
         """Every Lance table under the namespace asked for (the root: all), as ``$``-joined
         identifiers, sorted and paged like every listing."""
         raw_id = request_id(request)
@@ -183,7 +186,9 @@ class TableLifecycleOps:
             )
             return ListTablesResponse(tables=names, page_token=token)
 
-    def get_table_stats(self: CatalogNamespace, request: Any = None) -> GetTableStatsResponse:
+    def get_table_stats(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> GetTableStatsResponse:
         raw_id = request_id(request)
         with self._operation("get stats of table", raw_id):
             req = coerce_request(request, GetTableStatsRequest)
@@ -192,7 +197,9 @@ class TableLifecycleOps:
             with lance_errors("read stats of", f"table {describe((*path, name))}"):
                 lengths = sorted(f.count_rows() for f in dataset.get_fragments())
                 data = dataset.stats.data_stats()
-                total_bytes = sum(field.bytes_on_disk for field in data.fields)
+                # Lance annotates ``fields`` as one FieldStatistics; it is a list of them.
+                fields = data.fields
+                total_bytes = sum(field.bytes_on_disk for field in fields)  # type: ignore[attr-defined]
                 indices = len(dataset.describe_indices())
                 rows = dataset.count_rows()
             return GetTableStatsResponse(
@@ -207,7 +214,7 @@ class TableLifecycleOps:
             )
 
     def update_table_schema_metadata(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> UpdateTableSchemaMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update schema metadata of table", raw_id):
@@ -220,7 +227,7 @@ class TableLifecycleOps:
             return UpdateTableSchemaMetadataResponse(metadata=dict(metadata or {}))
 
     def update_field_metadata(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> UpdateFieldMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update field metadata of table", raw_id):
@@ -243,7 +250,7 @@ class TableLifecycleOps:
             return UpdateFieldMetadataResponse(version=latest.version, fields=fields)
 
     def alter_table_add_columns(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> AlterTableAddColumnsResponse:
         raw_id = request_id(request)
         with self._operation("add columns to table", raw_id):
@@ -271,7 +278,7 @@ class TableLifecycleOps:
             return AlterTableAddColumnsResponse(version=dataset.version)
 
     def alter_table_alter_columns(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> AlterTableAlterColumnsResponse:
         raw_id = request_id(request)
         with self._operation("alter columns of table", raw_id):
@@ -300,12 +307,13 @@ class TableLifecycleOps:
                     )
                 alterations.append(change)
             with lance_errors("alter columns of", target):
-                dataset.alter_columns(*alterations)
+                # Lance's AlterColumn marks every key required; it takes any of them.
+                dataset.alter_columns(*alterations)  # type: ignore[arg-type]
             self._record_columns(path, name, dataset.schema, entry)
             return AlterTableAlterColumnsResponse(version=dataset.version)
 
     def alter_table_drop_columns(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> AlterTableDropColumnsResponse:
         raw_id = request_id(request)
         with self._operation("drop columns of table", raw_id):

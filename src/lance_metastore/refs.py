@@ -37,12 +37,13 @@ from lance_namespace.errors import (
     TableVersionNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import BranchContents, TagContents
+from lance_namespace_urllib3_client.models.branch_contents import BranchContents
+from lance_namespace_urllib3_client.models.tag_contents import TagContents
 
 from .datasets import lance_errors
 from .errors import lance_error
 from .identifiers import describe
-from .requests import coerce_request, request_id
+from .requests import RequestInput, coerce_request, request_id
 
 if TYPE_CHECKING:
     from .base import CatalogNamespace
@@ -63,7 +64,9 @@ def _reference(version: int, branch: str | None, what: str) -> Any:
 class TableRefOps:
     """Tags (list, get, create, update, delete) and branches (list, create, delete)."""
 
-    def list_table_tags(self: CatalogNamespace, request: Any = None) -> ListTableTagsResponse:
+    def list_table_tags(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> ListTableTagsResponse:
         with self._operation("list tags of table", request_id(request)):
             req = coerce_request(request, ListTableTagsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -87,7 +90,7 @@ class TableRefOps:
             return ListTableTagsResponse(tags={k: contents[k] for k in keys}, page_token=token)
 
     def get_table_tag_version(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> GetTableTagVersionResponse:
         with self._operation("read a tag of table", request_id(request)):
             req = coerce_request(request, GetTableTagVersionRequest)
@@ -103,7 +106,9 @@ class TableRefOps:
                 version=found[tag]["version"], branch=found[tag].get("branch")
             )
 
-    def create_table_tag(self: CatalogNamespace, request: Any = None) -> CreateTableTagResponse:
+    def create_table_tag(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> CreateTableTagResponse:
         with self._operation("create a tag of table", request_id(request)):
             req = coerce_request(request, CreateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -114,7 +119,9 @@ class TableRefOps:
                 dataset.tags.create(tag, _reference(req.version, req.branch, target))
             return CreateTableTagResponse()
 
-    def update_table_tag(self: CatalogNamespace, request: Any = None) -> UpdateTableTagResponse:
+    def update_table_tag(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> UpdateTableTagResponse:
         with self._operation("move a tag of table", request_id(request)):
             req = coerce_request(request, UpdateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -125,7 +132,9 @@ class TableRefOps:
                 dataset.tags.update(tag, _reference(req.version, req.branch, target))
             return UpdateTableTagResponse()
 
-    def delete_table_tag(self: CatalogNamespace, request: Any = None) -> DeleteTableTagResponse:
+    def delete_table_tag(
+        self: CatalogNamespace, request: RequestInput = None
+    ) -> DeleteTableTagResponse:
         with self._operation("delete a tag of table", request_id(request)):
             req = coerce_request(request, DeleteTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -136,7 +145,7 @@ class TableRefOps:
             return DeleteTableTagResponse()
 
     def list_table_branches(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> ListTableBranchesResponse:
         with self._operation("list branches of table", request_id(request)):
             req = coerce_request(request, ListTableBranchesRequest)
@@ -167,7 +176,7 @@ class TableRefOps:
             )
 
     def create_table_branch(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> CreateTableBranchResponse:
         with self._operation("create a branch of table", request_id(request)):
             req = coerce_request(request, CreateTableBranchRequest)
@@ -195,7 +204,7 @@ class TableRefOps:
             return CreateTableBranchResponse()
 
     def delete_table_branch(
-        self: CatalogNamespace, request: Any = None
+        self: CatalogNamespace, request: RequestInput = None
     ) -> DeleteTableBranchResponse:
         with self._operation("delete a branch of table", request_id(request)):
             req = coerce_request(request, DeleteTableBranchRequest)
