@@ -359,7 +359,7 @@ class CatalogNamespace(
         """Backend hook: forget what was looked up for the previous operation."""
 
     @contextlib.contextmanager
-    def _operation(self, operation: str, raw_id: Any) -> Iterator[None]:
+    def _operation(self, operation: str, raw_id: object) -> Iterator[None]:
         self._begin_operation()
         with translate_errors(
             operation,
@@ -370,16 +370,16 @@ class CatalogNamespace(
         ):
             yield
 
-    def _namespace_path(self, raw_id: Any) -> Path:
+    def _namespace_path(self, raw_id: object) -> Path:
         return self._normalize_namespace(split_identifier(raw_id))
 
-    def _table_path(self, raw_id: Any) -> tuple[Path, str]:
+    def _table_path(self, raw_id: object) -> tuple[Path, str]:
         parts = split_identifier(raw_id)
         if not parts:
             raise InvalidInputError("A table identifier is required")
         return self._normalize_table(parts)
 
-    def is_table_id(self, table_id: Any) -> bool:
+    def is_table_id(self, table_id: object) -> bool:
         """Whether ``table_id`` is well-formed as a table of this catalog (no catalog call).
 
         With :meth:`is_namespace_id`, tells a tool which operation an id can mean: on Hive 3
@@ -387,12 +387,12 @@ class CatalogNamespace(
         """
         return self._well_formed(self._table_path, table_id)
 
-    def is_namespace_id(self, namespace_id: Any) -> bool:
+    def is_namespace_id(self, namespace_id: object) -> bool:
         """Whether ``namespace_id`` is well-formed as a namespace of this catalog."""
         return self._well_formed(self._namespace_path, namespace_id)
 
     @staticmethod
-    def _well_formed(check: Callable[[Any], Any], raw_id: Any) -> bool:
+    def _well_formed(check: Callable[[object], object], raw_id: object) -> bool:
         try:
             check(raw_id)
         except LanceNamespaceError:
@@ -552,7 +552,7 @@ class CatalogNamespace(
         return entry.managed_by == tables.MANAGED_BY_IMPL
 
     def sync_table_columns(
-        self, table_id: Any, schema: pa.Schema | None = None
+        self, table_id: object, schema: pa.Schema | None = None
     ) -> list[CatalogColumn]:
         """Make the catalog columns of a Lance table match its dataset's current schema.
 
@@ -991,7 +991,7 @@ class CatalogNamespace(
         scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
         return self._manifests.answer(location, versions.latest_record(entry.parameters), scheme)
 
-    def _version_records(self, entry: TableEntry) -> list[Any]:
+    def _version_records(self, entry: TableEntry) -> list[TableVersion]:
         """Every visible version record, ascending.
 
         Commits are contiguous by construction (each must be latest + 1), so the catalog
@@ -1090,7 +1090,7 @@ class CatalogNamespace(
             return BatchDeleteTableVersionsResponse(deleted_count=count)
 
 
-def _target(raw_id: Any) -> str:
+def _target(raw_id: object) -> str:
     if raw_id is None:  # an operation over several objects (a batch) names them itself
         return ""
     try:

@@ -222,7 +222,7 @@ def json_arrow_type(spec: Any, target: str) -> pa.DataType:
 class TableDatasets:
     """Opening a table's dataset and keeping the catalog true after a change."""
 
-    def _lance_table(self: CatalogNamespace, raw_id: Any) -> tuple[Path, str, TableEntry]:
+    def _lance_table(self: CatalogNamespace, raw_id: object) -> tuple[Path, str, TableEntry]:
         path, name = self._table_path(raw_id)
         return path, name, self._require_lance_table(path, name)
 

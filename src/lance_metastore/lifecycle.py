@@ -93,7 +93,7 @@ class TableLifecycleOps:
                 "a committed Lance transaction cannot be altered"
             )
 
-    def _transaction(self: CatalogNamespace, raw_id: Any) -> dict[str, str]:
+    def _transaction(self: CatalogNamespace, raw_id: object) -> dict[str, str]:
         parts = list(split_identifier(raw_id))
         if len(parts) < 2:
             raise InvalidInputError("A transaction id is the table id followed by its uuid")
