@@ -60,7 +60,13 @@ from .requests import (
 from .tables import TableEntry
 
 if TYPE_CHECKING:
+    from lance import LanceDataset
     from lance.dataset import LanceScanner
+    from lance.query import FullTextQuery
+    from lance_namespace_urllib3_client.models.fts_query import FtsQuery
+    from lance_namespace_urllib3_client.models.query_table_request_full_text_query import (
+        QueryTableRequestFullTextQuery,
+    )
 
     from .base import CatalogNamespace
 
@@ -83,7 +89,7 @@ def _check_columns(schema: pa.Schema, names: list[str], target: str) -> None:
             raise lance_error(TableColumnNotFoundError, f"column {name!r} in {target}")
 
 
-def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
+def _check_predicate(dataset: LanceDataset, predicate: str | None, target: str) -> None:
     """Parse and bind a filter before anything is written (a bad one changes nothing)."""
     if predicate is None:
         return
@@ -98,7 +104,7 @@ class TableDataOps:
 
     def _write(
         self: CatalogNamespace, path: Path, entry: TableEntry, data: pa.Table, mode: str
-    ) -> Any:
+    ) -> LanceDataset:
         """Write ``data`` to the table (its first write creates the dataset); the dataset."""
         import lance
 
@@ -386,10 +392,8 @@ def _query_options(req: _QueryRequest, schema: pa.Schema, target: str) -> dict[s
     return options
 
 
-def _query_vector(req: Any) -> list[Any] | None:
-    vector = req.vector
-    if vector is None:
-        return None
+def _query_vector(req: _QueryRequest) -> list[Any] | None:
+    vector = req.vector  # required by both request models
     if vector.single_vector:
         return list(vector.single_vector)
     if vector.multi_vector:
@@ -411,7 +415,9 @@ def _vector_column(req: _QueryRequest, schema: pa.Schema, target: str) -> str:
     )
 
 
-def _nearest(req: Any, vector: list[Any], schema: pa.Schema, target: str) -> dict[str, Any]:
+def _nearest(
+    req: _QueryRequest, vector: list[Any], schema: pa.Schema, target: str
+) -> dict[str, Any]:
     column = _vector_column(req, schema, target)
     column_type = schema.field(column).type
     if pa.types.is_fixed_size_list(column_type):
@@ -443,7 +449,9 @@ def _nearest(req: Any, vector: list[Any], schema: pa.Schema, target: str) -> dic
     return nearest
 
 
-def _full_text(query: Any, target: str) -> Any:
+def _full_text(
+    query: QueryTableRequestFullTextQuery, target: str
+) -> str | dict[str, Any] | FullTextQuery:
     if query.string_query is not None:
         string = query.string_query
         if string.columns:
@@ -454,7 +462,7 @@ def _full_text(query: Any, target: str) -> Any:
     raise InvalidInputError(f"A full-text query of {target} needs a string or structured query")
 
 
-def _fts(query: Any, target: str) -> Any:
+def _fts(query: FtsQuery, target: str) -> FullTextQuery:
     """The interface's structured full-text query as Lance's query objects."""
     from lance import query as fts
 
