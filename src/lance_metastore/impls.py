@@ -15,9 +15,12 @@ from collections.abc import Mapping
 from difflib import get_close_matches
 from functools import lru_cache
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lance_namespace.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from lance_namespace import LanceNamespace
 
 ENTRY_POINT_GROUP = "lance_namespace.impls"
 
@@ -65,7 +68,7 @@ def class_path_of(impl: str) -> str:
     return impl
 
 
-def namespace_class(impl: str) -> type:
+def namespace_class(impl: str) -> type[LanceNamespace]:
     """The LanceNamespace class an impl names, imported."""
     from lance_namespace import LanceNamespace
 
@@ -85,7 +88,7 @@ def namespace_class(impl: str) -> type:
     return cls
 
 
-def connect(impl: str, properties: Mapping[str, Any]) -> Any:
+def connect(impl: str, properties: Mapping[str, Any]) -> LanceNamespace:
     """A namespace of the implementation ``impl`` configured with ``properties``.
 
     The class is built directly (not through ``lance_namespace.connect``), so its errors keep

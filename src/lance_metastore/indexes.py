@@ -7,7 +7,7 @@ index name is the handle: creating a name that exists answers 7 (Lance would rep
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lance_namespace import (
     CreateTableIndexRequest,
@@ -35,6 +35,8 @@ from .identifiers import describe
 from .requests import RequestInput, coerce_request, request_id
 
 if TYPE_CHECKING:
+    from lance import LanceDataset
+
     from .base import CatalogNamespace
 
 VECTOR_INDEX_TYPES = frozenset(
@@ -190,12 +192,12 @@ class TableIndexOps:
             return DropTableIndexResponse()
 
 
-def _require_index(dataset: Any, index_name: str, target: str) -> None:
+def _require_index(dataset: LanceDataset, index_name: str, target: str) -> None:
     if index_name not in {index.name for index in dataset.describe_indices()}:
         raise lance_error(TableIndexNotFoundError, f"index {index_name!r} of {target}")
 
 
-def _index_contents(dataset: Any) -> list[IndexContent]:
+def _index_contents(dataset: LanceDataset) -> list[IndexContent]:
     """One entry per index name (its first segment gives the uuid, creation time, version)."""
     contents = []
     for description in dataset.describe_indices():

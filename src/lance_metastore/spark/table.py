@@ -34,7 +34,7 @@ import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError
 
 from .options import Location, parse_target
-from .reader import ROW_ADDRESS, Snapshot, open_dataset, resolve_snapshot
+from .reader import ROW_ADDRESS, Snapshot, fragment_of, open_dataset, resolve_snapshot
 from .types import target_schema
 from .writer import (
     OP_APPEND,
@@ -375,7 +375,7 @@ def _delete_task(
                     f"Several source rows match the same row of {name!r} (fragment "
                     f"{fragment_id}); a merge must match each table row at most once"
                 )
-            metadata = dataset.get_fragment(fragment_id).delete_rows(rows)
+            metadata = fragment_of(dataset, fragment_id).delete_rows(rows)
             out.append(
                 json.dumps(
                     {
