@@ -94,13 +94,13 @@ class BatchCommitOps:
                 results=self._commit_on_one_table(path, name, entry, operations)
             )
 
-    def _one_table(self: CatalogNamespace, ids: list[Any]) -> tuple[Path, str]:
+    def _one_table(self: CatalogNamespace, ids: list[object]) -> tuple[Path, str]:
         targets = {self._table_path(raw) for raw in ids}
         if len(targets) != 1:
             raise UnsupportedOperationError(f"Not supported: {MANY_TABLES}")
         return next(iter(targets))
 
-    def _run_one(self: CatalogNamespace, kind: str, operation: Any) -> CommitTableResult:
+    def _run_one(self: CatalogNamespace, kind: str, operation: RequestInput) -> CommitTableResult:
         method = {
             "declare_table": self.declare_table,
             "create_table_version": self.create_table_version,
