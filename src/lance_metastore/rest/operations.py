@@ -59,7 +59,8 @@ class Operation:
 
     @cached_property
     def request(self) -> type[BaseModel]:
-        return getattr(models, self.request_model)
+        model: type[BaseModel] = getattr(models, self.request_model)
+        return model
 
     @cached_property
     def response(self) -> type[BaseModel] | None:

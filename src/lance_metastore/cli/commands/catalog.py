@@ -71,12 +71,14 @@ def list_all(
     seen: set[str] = set()
     while True:
         if kind == "namespaces":
-            request = ListNamespacesRequest(id=list(path), limit=page_size, page_token=token)
-            response = ns.list_namespaces(request)
+            response = ns.list_namespaces(
+                ListNamespacesRequest(id=list(path), limit=page_size, page_token=token)
+            )
             page = response.namespaces
         else:
-            request = ListTablesRequest(id=list(path), limit=page_size, page_token=token)
-            response = ns.list_tables(request)
+            response = ns.list_tables(
+                ListTablesRequest(id=list(path), limit=page_size, page_token=token)
+            )
             page = response.tables
         names.extend(page or [])
         on_page(len(names))
