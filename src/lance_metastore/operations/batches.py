@@ -33,12 +33,12 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 from ..rules import versions
 from ..rules.identifiers import Path, describe
 from ..rules.requests import coerce_request
+from .core import CatalogCore
 
 if TYPE_CHECKING:
     from lance_namespace import TableVersion
 
     from ..rules.tables import TableEntry
-    from .core import CatalogCore
 
 MANY_TABLES = (
     "a batch over several tables cannot be all-or-nothing here: the catalog's atomic write "
@@ -55,12 +55,10 @@ OPERATION_KINDS = (
 )
 
 
-class BatchCommitOps:
+class BatchCommitOps(CatalogCore):
     """batch_create_table_versions and batch_commit_tables."""
 
-    def batch_create_table_versions(
-        self: CatalogCore, request: Any = None
-    ) -> BatchCreateTableVersionsResponse:
+    def batch_create_table_versions(self, request: Any = None) -> BatchCreateTableVersionsResponse:
         with self._operation("commit a batch of versions", None):
             req = coerce_request(request, BatchCreateTableVersionsRequest)
             if not req.entries:
@@ -73,7 +71,7 @@ class BatchCommitOps:
                 versions=self._finalize(entry, parameters, records)
             )
 
-    def batch_commit_tables(self: CatalogCore, request: Any = None) -> BatchCommitTablesResponse:
+    def batch_commit_tables(self, request: Any = None) -> BatchCommitTablesResponse:
         with self._operation("commit a batch of table operations", None):
             req = coerce_request(request, BatchCommitTablesRequest)
             operations = [_single(op) for op in req.operations]
@@ -93,13 +91,13 @@ class BatchCommitOps:
                 results=self._commit_on_one_table(path, name, entry, operations)
             )
 
-    def _one_table(self: CatalogCore, ids: list[Any]) -> tuple[Path, str]:
+    def _one_table(self, ids: list[Any]) -> tuple[Path, str]:
         targets = {self._table_path(raw) for raw in ids}
         if len(targets) != 1:
             raise UnsupportedOperationError(f"Not supported: {MANY_TABLES}")
         return next(iter(targets))
 
-    def _run_one(self: CatalogCore, kind: str, operation: Any) -> CommitTableResult:
+    def _run_one(self, kind: str, operation: Any) -> CommitTableResult:
         method = {
             "declare_table": self.declare_table,
             "create_table_version": self.create_table_version,
@@ -109,7 +107,7 @@ class BatchCommitOps:
         return CommitTableResult(**{kind: method(operation)})
 
     def _commit_on_one_table(
-        self: CatalogCore,
+        self,
         path: Path,
         name: str,
         entry: TableEntry,

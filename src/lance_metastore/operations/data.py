@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 from lance_namespace import (
@@ -55,10 +55,8 @@ from ..rules.requests import (
     request_mode,
 )
 from ..rules.tables import TableEntry
+from .core import CatalogCore
 from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
 
 logger = logging.getLogger("lance_metastore")
 
@@ -86,10 +84,10 @@ def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
         dataset.scanner(filter=predicate, limit=0, columns=[]).to_table()
 
 
-class TableDataOps:
+class TableDataOps(CatalogCore):
     """create_table (with data), insert, merge-insert, update, delete, count, query, plans."""
 
-    def _write(self: CatalogCore, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> Any:
+    def _write(self, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> Any:
         """Write ``data`` to the table (its first write creates the dataset); the dataset."""
         import lance
 
@@ -115,9 +113,7 @@ class TableDataOps:
                 storage_options=self.storage_options or None,
             )
 
-    def create_table(
-        self: CatalogCore, request: Any = None, request_data: Any = None
-    ) -> CreateTableResponse:
+    def create_table(self, request: Any = None, request_data: Any = None) -> CreateTableResponse:
         with self._operation("create table", request_id(request)):
             req = coerce_request(request, CreateTableRequest)
             path, name = self._table_path(req.id)
@@ -151,7 +147,7 @@ class TableDataOps:
             entry = self._require_lance_table(path, name)
             return self._created(entry, dataset.version)
 
-    def _created(self: CatalogCore, entry: TableEntry, version: int) -> CreateTableResponse:
+    def _created(self, entry: TableEntry, version: int) -> CreateTableResponse:
         return CreateTableResponse(
             location=entry.location,
             version=version,
@@ -159,14 +155,12 @@ class TableDataOps:
             properties=dict(entry.parameters),
         )
 
-    def _current_version(self: CatalogCore, path: Path, entry: TableEntry) -> int:
+    def _current_version(self, path: Path, entry: TableEntry) -> int:
         if not self._has_committed_data(entry):
             return 0
         return self._dataset(path, entry).version
 
-    def _undo_declare(
-        self: CatalogCore, path: Path, entry: TableEntry, made_directory: str | None
-    ) -> None:
+    def _undo_declare(self, path: Path, entry: TableEntry, made_directory: str | None) -> None:
         """A create whose write failed: remove the entry, and the directory the write made
         (only one that did not exist before: a dataset already there is never touched)."""
         try:
@@ -179,7 +173,7 @@ class TableDataOps:
             shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(
-        self: CatalogCore, request: Any = None, request_data: Any = None
+        self, request: Any = None, request_data: Any = None
     ) -> InsertIntoTableResponse:
         with self._operation("insert into table", request_id(request)):
             req = coerce_request(request, InsertIntoTableRequest)
@@ -192,7 +186,7 @@ class TableDataOps:
             return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
 
     def merge_insert_into_table(
-        self: CatalogCore, request: Any = None, request_data: Any = None
+        self, request: Any = None, request_data: Any = None
     ) -> MergeInsertIntoTableResponse:
         with self._operation("merge into table", request_id(request)):
             req = coerce_request(request, MergeInsertIntoTableRequest)
@@ -232,7 +226,7 @@ class TableDataOps:
                 version=latest.version,
             )
 
-    def update_table(self: CatalogCore, request: Any = None) -> UpdateTableResponse:
+    def update_table(self, request: Any = None) -> UpdateTableResponse:
         with self._operation("update rows of table", request_id(request)):
             req = coerce_request(request, UpdateTableRequest)
             _no_branch(req.branch, "Updating")
@@ -252,7 +246,7 @@ class TableDataOps:
                 properties=dict(self._require_lance_table(path, name).parameters),
             )
 
-    def delete_from_table(self: CatalogCore, request: Any = None) -> DeleteFromTableResponse:
+    def delete_from_table(self, request: Any = None) -> DeleteFromTableResponse:
         with self._operation("delete rows of table", request_id(request)):
             req = coerce_request(request, DeleteFromTableRequest)
             _no_branch(req.branch, "Deleting")
@@ -264,7 +258,7 @@ class TableDataOps:
                 dataset.delete(req.predicate)
             return DeleteFromTableResponse(version=dataset.version)
 
-    def count_table_rows(self: CatalogCore, request: Any = None) -> CountTableRowsResponse:
+    def count_table_rows(self, request: Any = None) -> CountTableRowsResponse:
         with self._operation("count rows of table", request_id(request)):
             req = coerce_request(request, CountTableRowsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -278,7 +272,7 @@ class TableDataOps:
     # Queries
     # ----------------------------------------------------------------------------------------
 
-    def _scanner(self: CatalogCore, raw: Any, model: type) -> tuple[Any, str]:
+    def _scanner(self, raw: Any, model: type) -> tuple[Any, str]:
         """A Lance scanner for a query request (and the table it reads, for messages)."""
         req = coerce_request(raw, model)
         path, name, entry = self._lance_table(req.id)
@@ -288,14 +282,14 @@ class TableDataOps:
         with lance_errors("query", target):
             return dataset.scanner(**options), target
 
-    def query_table(self: CatalogCore, request: Any = None) -> QueryTableResponse:
+    def query_table(self, request: Any = None) -> QueryTableResponse:
         """The rows, as Arrow IPC file bytes (the interface's answer format)."""
         with self._operation("query table", request_id(request)):
             scanner, target = self._scanner(request, QueryTableRequest)
             with lance_errors("query", target):
                 return QueryTableResponse(data=ipc_file_bytes(scanner.to_table()))
 
-    def explain_table_query_plan(self: CatalogCore, request: Any = None) -> str:
+    def explain_table_query_plan(self, request: Any = None) -> str:
         with self._operation("explain a query of table", request_id(request)):
             req = coerce_request(request, ExplainTableQueryPlanRequest)
             query = req.query.model_copy(update={"id": req.id, "branch": req.branch})
@@ -303,7 +297,7 @@ class TableDataOps:
             with lance_errors("explain a query of", target):
                 return scanner.explain_plan(bool(req.verbose))
 
-    def analyze_table_query_plan(self: CatalogCore, request: Any = None) -> str:
+    def analyze_table_query_plan(self, request: Any = None) -> str:
         with self._operation("analyze a query of table", request_id(request)):
             scanner, target = self._scanner(request, AnalyzeTableQueryPlanRequest)
             with lance_errors("analyze a query of", target):

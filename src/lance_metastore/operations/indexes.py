@@ -7,7 +7,7 @@ replace it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_namespace import (
     CreateTableIndexRequest,
@@ -32,10 +32,8 @@ from lance_namespace_urllib3_client.models import IndexContent
 from ..rules.errors import lance_error
 from ..rules.identifiers import describe
 from ..rules.requests import coerce_request, request_id
+from .core import CatalogCore
 from .datasets import lance_errors
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
 
 VECTOR_INDEX_TYPES = frozenset(
     {"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"}
@@ -65,22 +63,20 @@ VECTOR_OPTIONS = (
 )
 
 
-class TableIndexOps:
+class TableIndexOps(CatalogCore):
     """create_table_index, create_table_scalar_index, list, describe stats, drop."""
 
-    def create_table_index(self: CatalogCore, request: Any = None) -> CreateTableIndexResponse:
+    def create_table_index(self, request: Any = None) -> CreateTableIndexResponse:
         with self._operation("create an index on table", request_id(request)):
             self._create_index(request, scalar_only=False)
             return CreateTableIndexResponse()
 
-    def create_table_scalar_index(
-        self: CatalogCore, request: Any = None
-    ) -> CreateTableScalarIndexResponse:
+    def create_table_scalar_index(self, request: Any = None) -> CreateTableScalarIndexResponse:
         with self._operation("create a scalar index on table", request_id(request)):
             self._create_index(request, scalar_only=True)
             return CreateTableScalarIndexResponse()
 
-    def _create_index(self: CatalogCore, request: Any, scalar_only: bool) -> None:
+    def _create_index(self, request: Any, scalar_only: bool) -> None:
         req = coerce_request(request, CreateTableIndexRequest)
         if req.branch:
             raise UnsupportedOperationError("Creating an index on a branch is not supported")
@@ -127,7 +123,7 @@ class TableIndexOps:
                     req.column, lance_type, name=index_name, replace=False, **options
                 )
 
-    def list_table_indices(self: CatalogCore, request: Any = None) -> ListTableIndicesResponse:
+    def list_table_indices(self, request: Any = None) -> ListTableIndicesResponse:
         with self._operation("list indexes of table", request_id(request)):
             req = coerce_request(request, ListTableIndicesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -142,9 +138,7 @@ class TableIndexOps:
             )
             return ListTableIndicesResponse(indexes=[contents[k] for k in keys], page_token=token)
 
-    def describe_table_index_stats(
-        self: CatalogCore, request: Any = None
-    ) -> DescribeTableIndexStatsResponse:
+    def describe_table_index_stats(self, request: Any = None) -> DescribeTableIndexStatsResponse:
         with self._operation("describe an index of table", request_id(request)):
             req = coerce_request(request, DescribeTableIndexStatsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -164,7 +158,7 @@ class TableIndexOps:
                 num_indices=stats.get("num_indices"),
             )
 
-    def drop_table_index(self: CatalogCore, request: Any = None) -> DropTableIndexResponse:
+    def drop_table_index(self, request: Any = None) -> DropTableIndexResponse:
         with self._operation("drop an index of table", request_id(request)):
             req = coerce_request(request, DropTableIndexRequest)
             if req.branch:

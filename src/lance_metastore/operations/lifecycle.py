@@ -7,7 +7,7 @@ made to mirror the new schema."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_namespace import (
     AlterTableAddColumnsRequest,
@@ -46,10 +46,8 @@ from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
 from ..rules.errors import lance_error
 from ..rules.identifiers import Path, describe, join_identifier, split_identifier
 from ..rules.requests import coerce_request, request_id
+from .core import CatalogCore
 from .datasets import json_arrow_type, lance_errors
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
 
 # Every transaction Lance reports was committed (uncommitted ones leave no record).
 COMMITTED = "SUCCEEDED"
@@ -65,11 +63,11 @@ def _no_branch(branch: str | None, what: str) -> None:
         )
 
 
-class TableLifecycleOps:
+class TableLifecycleOps(CatalogCore):
     """rename_table, restore_table, list_all_tables, get_table_stats, metadata, columns and
     the committed transactions of a table."""
 
-    def describe_transaction(self: CatalogCore, request: Any = None) -> DescribeTransactionResponse:
+    def describe_transaction(self, request: Any = None) -> DescribeTransactionResponse:
         """A committed Lance transaction of a table: ``id`` is the table id followed by the
         transaction's uuid or the version it committed."""
         with self._operation("describe a transaction of", request_id(request)):
@@ -78,7 +76,7 @@ class TableLifecycleOps:
                 status=COMMITTED, properties=self._transaction(req.id)
             )
 
-    def alter_transaction(self: CatalogCore, request: Any = None) -> AlterTransactionResponse:
+    def alter_transaction(self, request: Any = None) -> AlterTransactionResponse:
         with self._operation("alter a transaction of", request_id(request)):
             req = coerce_request(request, AlterTransactionRequest)
             properties = self._transaction(req.id)
@@ -87,7 +85,7 @@ class TableLifecycleOps:
                 "a committed Lance transaction cannot be altered"
             )
 
-    def _transaction(self: CatalogCore, raw_id: Any) -> dict[str, str]:
+    def _transaction(self, raw_id: Any) -> dict[str, str]:
         parts = list(split_identifier(raw_id))
         if len(parts) < 2:
             raise InvalidInputError("A transaction id is the table id followed by its uuid")
@@ -111,7 +109,7 @@ class TableLifecycleOps:
                     }
         raise lance_error(TransactionNotFoundError, f"{wanted!r} of {target}")
 
-    def rename_table(self: CatalogCore, request: Any = None) -> RenameTableResponse:
+    def rename_table(self, request: Any = None) -> RenameTableResponse:
         raw_id = request_id(request)
         with self._operation("rename table", raw_id):
             req = coerce_request(request, RenameTableRequest)
@@ -135,7 +133,7 @@ class TableLifecycleOps:
             self._catalog_rename_table(path, entry, new_path, new_name)
             return RenameTableResponse()
 
-    def restore_table(self: CatalogCore, request: Any = None) -> RestoreTableResponse:
+    def restore_table(self, request: Any = None) -> RestoreTableResponse:
         raw_id = request_id(request)
         with self._operation("restore table", raw_id):
             req = coerce_request(request, RestoreTableRequest)
@@ -151,7 +149,7 @@ class TableLifecycleOps:
             self._record_columns(path, name, latest.schema, entry)
             return RestoreTableResponse()
 
-    def list_all_tables(self: CatalogCore, request: Any = None) -> ListTablesResponse:
+    def list_all_tables(self, request: Any = None) -> ListTablesResponse:
         """Every Lance table under the namespace asked for (the root: all), as ``$``-joined
         identifiers, sorted and paged like every listing."""
         raw_id = request_id(request)
@@ -180,7 +178,7 @@ class TableLifecycleOps:
             )
             return ListTablesResponse(tables=names, page_token=token)
 
-    def get_table_stats(self: CatalogCore, request: Any = None) -> GetTableStatsResponse:
+    def get_table_stats(self, request: Any = None) -> GetTableStatsResponse:
         raw_id = request_id(request)
         with self._operation("get stats of table", raw_id):
             req = coerce_request(request, GetTableStatsRequest)
@@ -204,7 +202,7 @@ class TableLifecycleOps:
             )
 
     def update_table_schema_metadata(
-        self: CatalogCore, request: Any = None
+        self, request: Any = None
     ) -> UpdateTableSchemaMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update schema metadata of table", raw_id):
@@ -216,9 +214,7 @@ class TableLifecycleOps:
                 metadata = dataset.update_schema_metadata(dict(req.metadata or {}))
             return UpdateTableSchemaMetadataResponse(metadata=dict(metadata or {}))
 
-    def update_field_metadata(
-        self: CatalogCore, request: Any = None
-    ) -> UpdateFieldMetadataResponse:
+    def update_field_metadata(self, request: Any = None) -> UpdateFieldMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update field metadata of table", raw_id):
             req = coerce_request(request, UpdateFieldMetadataRequest)
@@ -239,9 +235,7 @@ class TableLifecycleOps:
             }
             return UpdateFieldMetadataResponse(version=latest.version, fields=fields)
 
-    def alter_table_add_columns(
-        self: CatalogCore, request: Any = None
-    ) -> AlterTableAddColumnsResponse:
+    def alter_table_add_columns(self, request: Any = None) -> AlterTableAddColumnsResponse:
         raw_id = request_id(request)
         with self._operation("add columns to table", raw_id):
             req = coerce_request(request, AlterTableAddColumnsRequest)
@@ -267,9 +261,7 @@ class TableLifecycleOps:
             self._record_columns(path, name, dataset.schema, entry)
             return AlterTableAddColumnsResponse(version=dataset.version)
 
-    def alter_table_alter_columns(
-        self: CatalogCore, request: Any = None
-    ) -> AlterTableAlterColumnsResponse:
+    def alter_table_alter_columns(self, request: Any = None) -> AlterTableAlterColumnsResponse:
         raw_id = request_id(request)
         with self._operation("alter columns of table", raw_id):
             req = coerce_request(request, AlterTableAlterColumnsRequest)
@@ -301,9 +293,7 @@ class TableLifecycleOps:
             self._record_columns(path, name, dataset.schema, entry)
             return AlterTableAlterColumnsResponse(version=dataset.version)
 
-    def alter_table_drop_columns(
-        self: CatalogCore, request: Any = None
-    ) -> AlterTableDropColumnsResponse:
+    def alter_table_drop_columns(self, request: Any = None) -> AlterTableDropColumnsResponse:
         raw_id = request_id(request)
         with self._operation("drop columns of table", raw_id):
             req = coerce_request(request, AlterTableDropColumnsRequest)
