@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from lance_namespace import (
@@ -50,15 +50,28 @@ from ..rules.requests import (
     CREATE,
     EXIST_OK,
     OVERWRITE,
+    RequestInput,
     coerce_request,
     request_id,
     request_mode,
 )
 from ..rules.tables import TableEntry
 from .core import CatalogCore
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
+    from lance.dataset import LanceScanner
+    from lance.query import FullTextQuery
+    from lance_namespace_urllib3_client.models.fts_query import FtsQuery
+    from lance_namespace_urllib3_client.models.query_table_request_full_text_query import (
+        QueryTableRequestFullTextQuery,
+    )
 from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
 
 logger = logging.getLogger("lance_metastore")
+
+# The requests that read rows (the same query fields, as the spec models them).
+_QueryRequest = QueryTableRequest | AnalyzeTableQueryPlanRequest
 
 DEFAULT_VECTOR_COLUMN = "vector"
 
@@ -74,7 +87,7 @@ def _check_columns(schema: pa.Schema, names: list[str], target: str) -> None:
             raise lance_error(TableColumnNotFoundError, f"column {name!r} in {target}")
 
 
-def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
+def _check_predicate(dataset: LanceDataset, predicate: str | None, target: str) -> None:
     """Parse and bind a filter before anything is written (a bad one changes nothing)."""
     if predicate is None:
         return
@@ -87,7 +100,7 @@ def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
 class TableDataOps(CatalogCore):
     """create_table (with data), insert, merge-insert, update, delete, count, query, plans."""
 
-    def _write(self, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> Any:
+    def _write(self, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> LanceDataset:
         """Write ``data`` to the table (its first write creates the dataset); the dataset."""
         import lance
 
@@ -113,7 +126,9 @@ class TableDataOps(CatalogCore):
                 storage_options=self.storage_options or None,
             )
 
-    def create_table(self, request: Any = None, request_data: Any = None) -> CreateTableResponse:
+    def create_table(
+        self, request: RequestInput = None, request_data: object = None
+    ) -> CreateTableResponse:
         with self._operation("create table", request_id(request)):
             req = coerce_request(request, CreateTableRequest)
             path, name = self._table_path(req.id)
@@ -173,7 +188,7 @@ class TableDataOps(CatalogCore):
             shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(
-        self, request: Any = None, request_data: Any = None
+        self, request: RequestInput = None, request_data: object = None
     ) -> InsertIntoTableResponse:
         with self._operation("insert into table", request_id(request)):
             req = coerce_request(request, InsertIntoTableRequest)
@@ -186,7 +201,7 @@ class TableDataOps(CatalogCore):
             return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
 
     def merge_insert_into_table(
-        self, request: Any = None, request_data: Any = None
+        self, request: RequestInput = None, request_data: object = None
     ) -> MergeInsertIntoTableResponse:
         with self._operation("merge into table", request_id(request)):
             req = coerce_request(request, MergeInsertIntoTableRequest)
@@ -226,7 +241,7 @@ class TableDataOps(CatalogCore):
                 version=latest.version,
             )
 
-    def update_table(self, request: Any = None) -> UpdateTableResponse:
+    def update_table(self, request: RequestInput = None) -> UpdateTableResponse:
         with self._operation("update rows of table", request_id(request)):
             req = coerce_request(request, UpdateTableRequest)
             _no_branch(req.branch, "Updating")
@@ -246,7 +261,7 @@ class TableDataOps(CatalogCore):
                 properties=dict(self._require_lance_table(path, name).parameters),
             )
 
-    def delete_from_table(self, request: Any = None) -> DeleteFromTableResponse:
+    def delete_from_table(self, request: RequestInput = None) -> DeleteFromTableResponse:
         with self._operation("delete rows of table", request_id(request)):
             req = coerce_request(request, DeleteFromTableRequest)
             _no_branch(req.branch, "Deleting")
@@ -258,7 +273,7 @@ class TableDataOps(CatalogCore):
                 dataset.delete(req.predicate)
             return DeleteFromTableResponse(version=dataset.version)
 
-    def count_table_rows(self, request: Any = None) -> CountTableRowsResponse:
+    def count_table_rows(self, request: RequestInput = None) -> CountTableRowsResponse:
         with self._operation("count rows of table", request_id(request)):
             req = coerce_request(request, CountTableRowsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -272,7 +287,7 @@ class TableDataOps(CatalogCore):
     # Queries
     # ----------------------------------------------------------------------------------------
 
-    def _scanner(self, raw: Any, model: type) -> tuple[Any, str]:
+    def _scanner(self, raw: RequestInput, model: type[_QueryRequest]) -> tuple[LanceScanner, str]:
         """A Lance scanner for a query request (and the table it reads, for messages)."""
         req = coerce_request(raw, model)
         path, name, entry = self._lance_table(req.id)
@@ -282,14 +297,14 @@ class TableDataOps(CatalogCore):
         with lance_errors("query", target):
             return dataset.scanner(**options), target
 
-    def query_table(self, request: Any = None) -> QueryTableResponse:
+    def query_table(self, request: RequestInput = None) -> QueryTableResponse:
         """The rows, as Arrow IPC file bytes (the interface's answer format)."""
         with self._operation("query table", request_id(request)):
             scanner, target = self._scanner(request, QueryTableRequest)
             with lance_errors("query", target):
                 return QueryTableResponse(data=ipc_file_bytes(scanner.to_table()))
 
-    def explain_table_query_plan(self, request: Any = None) -> str:
+    def explain_table_query_plan(self, request: RequestInput = None) -> str:
         with self._operation("explain a query of table", request_id(request)):
             req = coerce_request(request, ExplainTableQueryPlanRequest)
             query = req.query.model_copy(update={"id": req.id, "branch": req.branch})
@@ -297,7 +312,7 @@ class TableDataOps(CatalogCore):
             with lance_errors("explain a query of", target):
                 return scanner.explain_plan(bool(req.verbose))
 
-    def analyze_table_query_plan(self, request: Any = None) -> str:
+    def analyze_table_query_plan(self, request: RequestInput = None) -> str:
         with self._operation("analyze a query of table", request_id(request)):
             scanner, target = self._scanner(request, AnalyzeTableQueryPlanRequest)
             with lance_errors("analyze a query of", target):
@@ -332,7 +347,7 @@ def _check_append_schema(table: pa.Schema, data: pa.Schema, target: str) -> None
         )
 
 
-def _query_options(req: Any, schema: pa.Schema, target: str) -> dict[str, Any]:
+def _query_options(req: _QueryRequest, schema: pa.Schema, target: str) -> dict[str, Any]:
     """Scanner keyword arguments for a query request, checked against the table's schema."""
     options: dict[str, Any] = {}
     if req.columns is not None:
@@ -365,10 +380,10 @@ def _query_options(req: Any, schema: pa.Schema, target: str) -> dict[str, Any]:
     return options
 
 
-def _query_vector(req: Any) -> list[Any] | None:
+def _query_vector(req: _QueryRequest) -> list[Any] | None:
     vector = req.vector
-    if vector is None:
-        return None
+    if vector is None:  # required by the models; kept for requests built unchecked
+        return None  # type: ignore[unreachable]
     if vector.single_vector:
         return list(vector.single_vector)
     if vector.multi_vector:
@@ -376,7 +391,7 @@ def _query_vector(req: Any) -> list[Any] | None:
     return None
 
 
-def _vector_column(req: Any, schema: pa.Schema, target: str) -> str:
+def _vector_column(req: _QueryRequest, schema: pa.Schema, target: str) -> str:
     if req.vector_column:
         _check_columns(schema, [req.vector_column], target)
         return req.vector_column
@@ -390,7 +405,9 @@ def _vector_column(req: Any, schema: pa.Schema, target: str) -> str:
     )
 
 
-def _nearest(req: Any, vector: list[Any], schema: pa.Schema, target: str) -> dict[str, Any]:
+def _nearest(
+    req: _QueryRequest, vector: list[Any], schema: pa.Schema, target: str
+) -> dict[str, Any]:
     column = _vector_column(req, schema, target)
     column_type = schema.field(column).type
     if pa.types.is_fixed_size_list(column_type):
@@ -422,7 +439,9 @@ def _nearest(req: Any, vector: list[Any], schema: pa.Schema, target: str) -> dic
     return nearest
 
 
-def _full_text(query: Any, target: str) -> Any:
+def _full_text(
+    query: QueryTableRequestFullTextQuery, target: str
+) -> str | dict[str, Any] | FullTextQuery:
     if query.string_query is not None:
         string = query.string_query
         if string.columns:
@@ -433,7 +452,7 @@ def _full_text(query: Any, target: str) -> Any:
     raise InvalidInputError(f"A full-text query of {target} needs a string or structured query")
 
 
-def _fts(query: Any, target: str) -> Any:
+def _fts(query: FtsQuery, target: str) -> FullTextQuery:
     """The interface's structured full-text query as Lance's query objects."""
     from lance import query as fts
 
@@ -466,7 +485,7 @@ def _fts(query: Any, target: str) -> Any:
             raise InvalidInputError(f"A multi-match query of {target} needs match queries")
         return fts.MultiMatchQuery(
             matches[0].terms,
-            [m.column for m in matches],
+            [m.column for m in matches],  # type: ignore[misc]  # Lance judges a missing one
             boosts=[float(m.boost if m.boost is not None else 1.0) for m in matches],
         )
     if query.boolean is not None:

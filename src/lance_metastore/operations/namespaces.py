@@ -7,8 +7,6 @@ names.
 
 from __future__ import annotations
 
-from typing import Any
-
 from lance_namespace import (
     CreateNamespaceRequest,
     CreateNamespaceResponse,
@@ -38,6 +36,7 @@ from ..rules.requests import (
     OVERWRITE,
     RESTRICT,
     SKIP,
+    RequestInput,
     coerce_request,
 )
 from ..rules.requests import request_id as _raw_id
@@ -48,7 +47,7 @@ from .core import CatalogCore
 class NamespaceOps(CatalogCore):
     """CreateNamespace, DescribeNamespace, NamespaceExists, DropNamespace, ListNamespaces."""
 
-    def create_namespace(self, request: Any = None) -> CreateNamespaceResponse:
+    def create_namespace(self, request: RequestInput = None) -> CreateNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("create namespace", raw_id):
             req = coerce_request(request, CreateNamespaceRequest)
@@ -80,7 +79,7 @@ class NamespaceOps(CatalogCore):
                 return CreateNamespaceResponse(properties=existing or {})
             return CreateNamespaceResponse(properties=self._stored_properties(properties))
 
-    def describe_namespace(self, request: Any = None) -> DescribeNamespaceResponse:
+    def describe_namespace(self, request: RequestInput = None) -> DescribeNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("describe namespace", raw_id):
             req = coerce_request(request, DescribeNamespaceRequest)
@@ -92,7 +91,7 @@ class NamespaceOps(CatalogCore):
                 raise lance_error(NamespaceNotFoundError, describe(path))
             return DescribeNamespaceResponse(properties=properties)
 
-    def namespace_exists(self, request: Any = None) -> None:
+    def namespace_exists(self, request: RequestInput = None) -> None:  # type: ignore[override]
         raw_id = _raw_id(request)
         with self._operation("check namespace", raw_id):
             req = coerce_request(request, NamespaceExistsRequest)
@@ -100,7 +99,7 @@ class NamespaceOps(CatalogCore):
             if path and self._catalog_get_namespace(path) is None:
                 raise lance_error(NamespaceNotFoundError, describe(path))
 
-    def drop_namespace(self, request: Any = None) -> DropNamespaceResponse:
+    def drop_namespace(self, request: RequestInput = None) -> DropNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("drop namespace", raw_id):
             req = coerce_request(request, DropNamespaceRequest)
@@ -135,7 +134,7 @@ class NamespaceOps(CatalogCore):
                     raise
             return DropNamespaceResponse()
 
-    def list_namespaces(self, request: Any = None) -> ListNamespacesResponse:
+    def list_namespaces(self, request: RequestInput = None) -> ListNamespacesResponse:
         raw_id = _raw_id(request)
         with self._operation("list namespaces of", raw_id):
             req = coerce_request(request, ListNamespacesRequest)

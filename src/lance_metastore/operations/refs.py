@@ -36,11 +36,12 @@ from lance_namespace.errors import (
     TableVersionNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import BranchContents, TagContents
+from lance_namespace_urllib3_client.models.branch_contents import BranchContents
+from lance_namespace_urllib3_client.models.tag_contents import TagContents
 
 from ..rules.errors import lance_error
 from ..rules.identifiers import describe
-from ..rules.requests import coerce_request, request_id
+from ..rules.requests import RequestInput, coerce_request, request_id
 from .core import CatalogCore
 from .datasets import lance_errors
 
@@ -60,7 +61,7 @@ def _reference(version: int, branch: str | None, what: str) -> Any:
 class TableRefOps(CatalogCore):
     """Tags (list, get, create, update, delete) and branches (list, create, delete)."""
 
-    def list_table_tags(self, request: Any = None) -> ListTableTagsResponse:
+    def list_table_tags(self, request: RequestInput = None) -> ListTableTagsResponse:
         with self._operation("list tags of table", request_id(request)):
             req = coerce_request(request, ListTableTagsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -83,7 +84,7 @@ class TableRefOps(CatalogCore):
             )
             return ListTableTagsResponse(tags={k: contents[k] for k in keys}, page_token=token)
 
-    def get_table_tag_version(self, request: Any = None) -> GetTableTagVersionResponse:
+    def get_table_tag_version(self, request: RequestInput = None) -> GetTableTagVersionResponse:
         with self._operation("read a tag of table", request_id(request)):
             req = coerce_request(request, GetTableTagVersionRequest)
             path, name, entry = self._lance_table(req.id)
@@ -98,7 +99,7 @@ class TableRefOps(CatalogCore):
                 version=found[tag]["version"], branch=found[tag].get("branch")
             )
 
-    def create_table_tag(self, request: Any = None) -> CreateTableTagResponse:
+    def create_table_tag(self, request: RequestInput = None) -> CreateTableTagResponse:
         with self._operation("create a tag of table", request_id(request)):
             req = coerce_request(request, CreateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -109,7 +110,7 @@ class TableRefOps(CatalogCore):
                 dataset.tags.create(tag, _reference(req.version, req.branch, target))
             return CreateTableTagResponse()
 
-    def update_table_tag(self, request: Any = None) -> UpdateTableTagResponse:
+    def update_table_tag(self, request: RequestInput = None) -> UpdateTableTagResponse:
         with self._operation("move a tag of table", request_id(request)):
             req = coerce_request(request, UpdateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -120,7 +121,7 @@ class TableRefOps(CatalogCore):
                 dataset.tags.update(tag, _reference(req.version, req.branch, target))
             return UpdateTableTagResponse()
 
-    def delete_table_tag(self, request: Any = None) -> DeleteTableTagResponse:
+    def delete_table_tag(self, request: RequestInput = None) -> DeleteTableTagResponse:
         with self._operation("delete a tag of table", request_id(request)):
             req = coerce_request(request, DeleteTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -130,7 +131,7 @@ class TableRefOps(CatalogCore):
                 dataset.tags.delete(tag)
             return DeleteTableTagResponse()
 
-    def list_table_branches(self, request: Any = None) -> ListTableBranchesResponse:
+    def list_table_branches(self, request: RequestInput = None) -> ListTableBranchesResponse:
         with self._operation("list branches of table", request_id(request)):
             req = coerce_request(request, ListTableBranchesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -159,7 +160,7 @@ class TableRefOps(CatalogCore):
                 branches={k: contents[k] for k in keys}, page_token=token
             )
 
-    def create_table_branch(self, request: Any = None) -> CreateTableBranchResponse:
+    def create_table_branch(self, request: RequestInput = None) -> CreateTableBranchResponse:
         with self._operation("create a branch of table", request_id(request)):
             req = coerce_request(request, CreateTableBranchRequest)
             path, name, entry = self._lance_table(req.id)
@@ -185,7 +186,7 @@ class TableRefOps(CatalogCore):
                 dataset.create_branch(branch, reference, self.storage_options or None)
             return CreateTableBranchResponse()
 
-    def delete_table_branch(self, request: Any = None) -> DeleteTableBranchResponse:
+    def delete_table_branch(self, request: RequestInput = None) -> DeleteTableBranchResponse:
         with self._operation("delete a branch of table", request_id(request)):
             req = coerce_request(request, DeleteTableBranchRequest)
             path, name, entry = self._lance_table(req.id)

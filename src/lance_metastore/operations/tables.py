@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from lance_namespace import (
     DeclareTableRequest,
@@ -40,6 +39,7 @@ from ..rules.identifiers import Path, describe
 from ..rules.requests import (
     CREATE,
     OVERWRITE,
+    RequestInput,
     coerce_request,
 )
 from ..rules.requests import request_id as _raw_id
@@ -55,7 +55,7 @@ class TableOps(CatalogCore):
     """ListTables, DeclareTable, RegisterTable, DescribeTable, TableExists, DeregisterTable,
     DropTable."""
 
-    def list_tables(self, request: Any = None) -> ListTablesResponse:
+    def list_tables(self, request: RequestInput = None) -> ListTablesResponse:
         raw_id = _raw_id(request)
         with self._operation("list tables of", raw_id):
             req = coerce_request(request, ListTablesRequest)
@@ -83,7 +83,7 @@ class TableOps(CatalogCore):
         entry = self._catalog_get_table(path, name)
         return entry is not None and self._has_committed_data(entry)
 
-    def declare_table(self, request: Any = None) -> DeclareTableResponse:
+    def declare_table(self, request: RequestInput = None) -> DeclareTableResponse:
         raw_id = _raw_id(request)
         with self._operation("declare table", raw_id):
             req = coerce_request(request, DeclareTableRequest)
@@ -105,11 +105,11 @@ class TableOps(CatalogCore):
                 managed_versioning=self._managed_versioning(entry),
             )
 
-    def create_empty_table(self, request: Any = None) -> DeclareTableResponse:
+    def create_empty_table(self, request: RequestInput = None) -> DeclareTableResponse:  # type: ignore[override]
         """Deprecated name of :meth:`declare_table`, still called by older Lance clients."""
         return self.declare_table(request)
 
-    def register_table(self, request: Any = None) -> RegisterTableResponse:
+    def register_table(self, request: RequestInput = None) -> RegisterTableResponse:
         raw_id = _raw_id(request)
         with self._operation("register table", raw_id):
             req = coerce_request(request, RegisterTableRequest)
@@ -167,7 +167,7 @@ class TableOps(CatalogCore):
         commit = versions.Commit(version, record.manifest_path, None, None, scheme)
         return commit.parameters(parameters)
 
-    def describe_table(self, request: Any = None) -> DescribeTableResponse:
+    def describe_table(self, request: RequestInput = None) -> DescribeTableResponse:
         raw_id = _raw_id(request)
         with self._operation("describe table", raw_id):
             req = coerce_request(request, DescribeTableRequest)
@@ -203,14 +203,14 @@ class TableOps(CatalogCore):
                 self._executor = ThreadPoolExecutor(2, thread_name_prefix="lance-metastore")
             return self._executor
 
-    def table_exists(self, request: Any = None) -> None:
+    def table_exists(self, request: RequestInput = None) -> None:  # type: ignore[override]
         raw_id = _raw_id(request)
         with self._operation("check table", raw_id):
             req = coerce_request(request, TableExistsRequest)
             path, name = self._table_path(req.id)
             self._require_lance_table(path, name)
 
-    def deregister_table(self, request: Any = None) -> DeregisterTableResponse:
+    def deregister_table(self, request: RequestInput = None) -> DeregisterTableResponse:
         raw_id = _raw_id(request)
         with self._operation("deregister table", raw_id):
             req = coerce_request(request, DeregisterTableRequest)
@@ -221,7 +221,7 @@ class TableOps(CatalogCore):
                 id=[*path, name], location=entry.location, properties=dict(entry.parameters)
             )
 
-    def drop_table(self, request: Any = None) -> DropTableResponse:
+    def drop_table(self, request: RequestInput = None) -> DropTableResponse:
         raw_id = _raw_id(request)
         with self._operation("drop table", raw_id):
             req = coerce_request(request, DropTableRequest)
@@ -241,7 +241,7 @@ class TableOps(CatalogCore):
                     kept,
                 )
                 answer[locations.DATA_KEPT_KEY] = kept
-            elif has_data:
+            elif has_data and entry.location is not None:  # has_data implies a location
                 import lance
 
                 try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from lance_namespace import (
     BatchDeleteTableVersionsRequest,
@@ -33,6 +32,7 @@ from ..rules import tables, versions
 from ..rules.errors import lance_error
 from ..rules.identifiers import Path, describe
 from ..rules.requests import (
+    RequestInput,
     coerce_request,
 )
 from ..rules.requests import request_id as _raw_id
@@ -56,7 +56,7 @@ class VersionOps(CatalogCore):
             )
         return entry
 
-    def create_table_version(self, request: Any = None) -> CreateTableVersionResponse:
+    def create_table_version(self, request: RequestInput = None) -> CreateTableVersionResponse:
         raw_id = _raw_id(request)
         with self._operation("commit a version of table", raw_id):
             req = coerce_request(request, CreateTableVersionRequest)
@@ -115,7 +115,7 @@ class VersionOps(CatalogCore):
         so after ``declare_table``): the first commit continues after them. Once the catalog
         records a commit, only the catalog counts."""
         location = tables.plain_location(entry.location)
-        if self._dataset_schema(location) is None:
+        if location is None or self._dataset_schema(location) is None:
             return 0
         return int(self._open_dataset(location).version)
 
@@ -145,7 +145,7 @@ class VersionOps(CatalogCore):
         scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
         return self._manifests.answer(location, versions.latest_record(entry.parameters), scheme)
 
-    def _version_records(self, entry: TableEntry) -> list[Any]:
+    def _version_records(self, entry: TableEntry) -> list[TableVersion]:
         """Every visible version record, ascending.
 
         Commits are contiguous by construction (each must be latest + 1), so the catalog
@@ -169,7 +169,7 @@ class VersionOps(CatalogCore):
             records.append(latest)
         return records
 
-    def list_table_versions(self, request: Any = None) -> ListTableVersionsResponse:
+    def list_table_versions(self, request: RequestInput = None) -> ListTableVersionsResponse:
         raw_id = _raw_id(request)
         with self._operation("list versions of table", raw_id):
             req = coerce_request(request, ListTableVersionsRequest)
@@ -192,7 +192,7 @@ class VersionOps(CatalogCore):
                 versions=[records[k] for k in keys if k in records], page_token=token
             )
 
-    def describe_table_version(self, request: Any = None) -> DescribeTableVersionResponse:
+    def describe_table_version(self, request: RequestInput = None) -> DescribeTableVersionResponse:
         raw_id = _raw_id(request)
         with self._operation("describe a version of table", raw_id):
             req = coerce_request(request, DescribeTableVersionRequest)
@@ -215,7 +215,9 @@ class VersionOps(CatalogCore):
                 f"version {req.version} of table {describe((*path, name))}",
             )
 
-    def batch_delete_table_versions(self, request: Any = None) -> BatchDeleteTableVersionsResponse:
+    def batch_delete_table_versions(
+        self, request: RequestInput = None
+    ) -> BatchDeleteTableVersionsResponse:
         raw_id = _raw_id(request)
         with self._operation("delete version records of table", raw_id):
             req = coerce_request(request, BatchDeleteTableVersionsRequest)
