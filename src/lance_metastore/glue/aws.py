@@ -13,7 +13,7 @@ import os
 import re
 import socket
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..rules.config import Settings
 from ..rules.errors import guard_library_logs, register_secrets
@@ -73,7 +73,10 @@ def _sts_client(settings: Settings) -> STSClient:
     return _guarded(_source_session(settings).client("sts", **kwargs))
 
 
-def _guarded(client: Any) -> Any:
+_Client = TypeVar("_Client")
+
+
+def _guarded(client: _Client) -> _Client:
     """``client``, once the loggers of the modules it imported scrub registered secrets."""
     guard_library_logs()
     return client

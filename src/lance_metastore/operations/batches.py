@@ -101,7 +101,7 @@ class BatchCommitOps(CatalogCore):
         return next(iter(targets))
 
     def _run_one(self, kind: str, operation: RequestInput) -> CommitTableResult:
-        methods: dict[str, Callable[[RequestInput], object]] = {
+        methods: dict[str, Callable[..., object]] = {
             "declare_table": self.declare_table,
             "create_table_version": self.create_table_version,
             "delete_table_versions": self.batch_delete_table_versions,

@@ -54,7 +54,7 @@ def _s3_filesystem(options: Mapping[str, str]) -> Any:
         session_token=s3_option(options, "session_token"),
         region=s3_option(options, "region"),
         endpoint_override=endpoint,
-        scheme=scheme,
+        scheme=scheme,  # type: ignore[arg-type]  # None is pyarrow's default; its stubs omit it
         force_virtual_addressing=s3_flag(options, "virtual_hosted_style"),
     )
 

@@ -34,7 +34,9 @@ from .reader import LanceReader, Snapshot, open_dataset, open_existing
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 except ImportError:  # pyspark 4.0: no Arrow stream writers (stream_writer refuses)
-    from pyspark.sql.datasource import DataSourceStreamWriter as DataSourceStreamArrowWriter
+    from pyspark.sql.datasource import (  # type: ignore[assignment]
+        DataSourceStreamWriter as DataSourceStreamArrowWriter,
+    )
 
 from .commit import commit_job, delete_job_files
 from .fragments import (
@@ -104,7 +106,8 @@ def committed_batch(dataset: Any, query_id: str, lookback: int) -> int | None:
     return None
 
 
-class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
+# pyspark declares ``write`` on row iterators; its Arrow writers take record batches.
+class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):  # type: ignore[misc]
     """Appends (append mode) or replaces (complete mode) the table once per micro-batch.
 
     The plan is made when the query starts; each commit looks at the table as it is then
@@ -143,6 +146,7 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
         if append and not fragments:
             ledger.remove()
             return  # an empty micro-batch appends nothing
+        operation: lance.LanceOperation.BaseOperation
         if append:
             operation = lance.LanceOperation.Append(fragments)
         else:
@@ -205,14 +209,16 @@ class LanceStreamReader(DataSourceStreamReader):
     def name(self) -> str:
         return self.snapshot.location.name
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"version": self.starting_version}
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: Any = None
+    ) -> dict[str, int]:
         dataset = open_dataset(self.snapshot.location)
         return {"version": int(dataset.version)}
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         first, last = int(start["version"]), int(end["version"])
         if last <= first:
             return []

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError
@@ -37,7 +37,7 @@ from .commit import commit_operation
 from .fragments import JobLedger, LanceCommitMessage, fragments_of
 from .options import Location, parse_target
 from .plan import OP_APPEND, WritePlan
-from .reader import ROW_ADDRESS, Snapshot, open_dataset, resolve_snapshot
+from .reader import ROW_ADDRESS, Snapshot, fragment_of, open_dataset, resolve_snapshot
 from .types import target_schema
 from .writer import LanceWriter
 
@@ -344,7 +344,8 @@ def _delete_task(location: Location, version: int, name: str) -> Any:
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         offsets: dict[int, list[int]] = {}
         for batch in batches:
-            for address in batch.column(0).to_pylist():
+            # Row addresses are never null.
+            for address in cast("list[int]", batch.column(0).to_pylist()):
                 offsets.setdefault(address >> 32, []).append(address & 0xFFFFFFFF)
         if not offsets:
             return
@@ -356,7 +357,7 @@ def _delete_task(location: Location, version: int, name: str) -> Any:
                     f"Several source rows match the same row of {name!r} (fragment "
                     f"{fragment_id}); a merge must match each table row at most once"
                 )
-            metadata = dataset.get_fragment(fragment_id).delete_rows(rows)
+            metadata = fragment_of(dataset, fragment_id).delete_rows(rows)
             out.append(
                 json.dumps(
                     {
