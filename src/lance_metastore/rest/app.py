@@ -52,6 +52,7 @@ with requires_extra("server"):
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
+    from starlette.types import Scope
 
 logger = logging.getLogger("lance_metastore.rest")
 
@@ -63,7 +64,7 @@ OPENAPI_PATH = "/openapi.json"
 
 
 def error_response(
-    code: int, message: str, scope: dict[str, Any] | None = None, status: int | None = None
+    code: int, message: str, scope: Scope | None = None, status: int | None = None
 ) -> JSONResponse:
     """The spec's error body; ``status`` overrides the code's own (404 for unknown routes)."""
     if scope is not None:
@@ -313,7 +314,7 @@ def _check_access(
     return denial
 
 
-def _refused(denial: Denial, scope: dict[str, Any]) -> Response:
+def _refused(denial: Denial, scope: Scope) -> Response:
     note(scope, denied=denial.needed)
     return error_response(denial.code, denial.message, scope, status=denial.status)
 
@@ -548,6 +549,8 @@ def _render(operation: Operation, result: Any) -> Response:
         count = result if isinstance(result, int) else getattr(result, "count", None)
         if count is None and isinstance(result, dict):
             count = result.get("count")
+        if count is None:
+            raise TypeError(f"{type(result).__name__} answered no count")
         return JSONResponse(int(count), headers=headers)
     if reply is Reply.TEXT:
         return JSONResponse(shareable(str(result), secrets), headers=headers)
