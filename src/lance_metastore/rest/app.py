@@ -417,7 +417,7 @@ def _request_model(
     return operation.request.model_validate(fields)
 
 
-def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
+def _reconcile_id(given: object, route_id: str, delimiter: str) -> list[str]:
     """The request's id: the route's, or the body's when both name the same object.
 
     They name the same object when the body's id, joined by the delimiter, is the route's
@@ -454,7 +454,7 @@ def _json_object(body: bytes, what: str) -> dict[str, Any]:
     return value
 
 
-def _nested_deeper_than(value: Any, limit: int) -> bool:
+def _nested_deeper_than(value: object, limit: int) -> bool:
     """Whether arrays and objects in ``value`` nest more than ``limit`` levels (no recursion)."""
     pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
@@ -473,7 +473,7 @@ def _query_fields(model: type[BaseModel]) -> dict[str, Any]:
     return {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
 
 
-def _query_value(key: str, annotation: Any, values: list[str]) -> Any:
+def _query_value(key: str, annotation: object, values: list[str]) -> object:
     kind = wire_kind(annotation)
     value = values[-1]
     if kind == "list":
@@ -516,13 +516,13 @@ def _validation_message(operation: Operation, error: ValidationError) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     return value
 
 
-def _context_headers(result: Any) -> dict[str, str]:
+def _context_headers(result: object) -> dict[str, str]:
     """Response ``context`` entries named ``header.<name>`` travel as response headers."""
     context = getattr(result, "context", None) or {}
     return {

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition, WriterCommitMessage
@@ -49,6 +49,9 @@ from .fragments import (
 )
 from .plan import OP_SKIP, WritePlan, deregister
 from .writer import LanceWriter
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
 
 logger = logging.getLogger("lance_metastore.spark")
 
@@ -92,7 +95,7 @@ def _as_uri(path: str) -> str:
     return path if "://" in path else "file://" + path
 
 
-def committed_batch(dataset: Any, query_id: str, lookback: int) -> int | None:
+def committed_batch(dataset: LanceDataset, query_id: str, lookback: int) -> int | None:
     """The last batch id of ``query_id`` among the table's latest ``lookback`` versions."""
     latest = int(dataset.version)
     for version in range(latest, max(0, latest - lookback), -1):
@@ -234,7 +237,7 @@ class LanceStreamReader(DataSourceStreamReader):
             return []
         return self.batch_reader.plan(dataset, added, last)
 
-    def _check_schema(self, dataset: Any, version: int) -> None:
+    def _check_schema(self, dataset: LanceDataset, version: int) -> None:
         if dataset.schema.remove_metadata() != self.snapshot.schema.remove_metadata():
             raise ValueError(
                 f"Version {version} of {self.name!r} changed the table's schema; a Lance "
@@ -242,7 +245,7 @@ class LanceStreamReader(DataSourceStreamReader):
                 "new checkpoint to read the new schema"
             )
 
-    def _check_appends_only(self, dataset: Any, first: int, last: int) -> None:
+    def _check_appends_only(self, dataset: LanceDataset, first: int, last: int) -> None:
         for version in range(first + 1, last + 1):
             transaction = dataset.read_transaction(version)
             kind = type(transaction.operation).__name__ if transaction else "unknown"
