@@ -163,7 +163,7 @@ def resolve_snapshot(target: Target, options: Mapping[str, str]) -> Snapshot:
     return Snapshot(location, int(dataset.version), dataset.schema)
 
 
-def open_existing(location: Location, version: int | None = None) -> Any:
+def open_existing(location: Location, version: int | None = None) -> LanceDataset | None:
     """The table's dataset, or None when it has none yet (declared but never written)."""
     try:
         return open_dataset(location, version)
