@@ -52,7 +52,7 @@ def _check_ref_name(name: str, what: str) -> str:
     return name
 
 
-def _reference(version: int, branch: str | None, what: str) -> Any:
+def _reference(version: int, branch: str | None, what: str) -> int | tuple[str, int]:
     if version < 1:
         raise lance_error(TableVersionNotFoundError, f"version {version} of {what}")
     return (branch, version) if branch else version
