@@ -32,9 +32,7 @@ lint_paths=()
 for path in src tests benchmarks examples; do [ -e "$path" ] && lint_paths+=("$path"); done
 .venv/bin/ruff check "${lint_paths[@]}"
 .venv/bin/ruff format --check "${lint_paths[@]}"
-if grep -q '^\[tool\.mypy\]' pyproject.toml; then
-  .venv/bin/python -m mypy
-fi
+.venv/bin/mypy
 
 workers="${LANCE_METASTORE_TEST_WORKERS:-2}"
 parallel=()

@@ -18,9 +18,12 @@ from collections.abc import Mapping
 from difflib import get_close_matches
 from functools import lru_cache
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lance_namespace.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from lance_namespace import LanceNamespace
 
 ENTRY_POINT_GROUP = "lance_namespace.impls"
 
@@ -70,7 +73,7 @@ def class_path_of(impl: str) -> str:
     return impl
 
 
-def namespace_class(impl: str) -> type:
+def namespace_class(impl: str) -> type[LanceNamespace]:
     """The LanceNamespace class an impl names, imported."""
     from lance_namespace import LanceNamespace
 
@@ -96,7 +99,7 @@ def connect(
     *,
     profile: str | None = None,
     config: str | os.PathLike[str] | None = None,
-) -> Any:
+) -> LanceNamespace:
     """A namespace of the implementation ``impl`` configured with ``properties``.
 
     With ``profile`` (or without ``impl``) the settings are resolved as the command line

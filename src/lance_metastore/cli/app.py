@@ -25,9 +25,8 @@ from typer.core import TyperGroup
 
 from .. import __version__
 from ..impls import UnknownImplError, impl_choices, namespace_class
-from ..rules.errors import scrub
 from ..rules.identifiers import join_identifier, parse_identifier
-from ..rules.redaction import secret_values
+from ..rules.redaction import scrub, secret_values
 from .config import ConfigError, Resolved, parse_assignments, resolve
 from .output import Output, RichOutput
 
@@ -225,7 +224,9 @@ def debug_traceback(state: State) -> None:
 class Group(TyperGroup):
     """With ``--json`` anywhere on the line, a usage error is also one JSON document."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    # typer declares the base Context of its vendored click, which has no public name; typer
+    # hands commands its own typer.Context, the subclass named here.
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         ctx.meta["json"] = "--json" in args
         try:
             return super().parse_args(ctx, args)
@@ -233,7 +234,7 @@ class Group(TyperGroup):
             self._json_usage_error(ctx, error)
             raise
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # as parse_args
         try:
             return super().invoke(ctx)
         except typer.TyperException as error:

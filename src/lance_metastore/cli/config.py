@@ -71,14 +71,14 @@ def resolve(
     flag_props = parse_assignments(props)
     for key, value in flag_props.items():
         properties[key], sources[key] = value, "flag --prop"
-    for short, value in (shorthands or {}).items():
-        if value is None:
+    for short, given in (shorthands or {}).items():
+        if given is None:
             continue
         key = SHORTHANDS[short]
         flag = "--" + short.replace("_", "-")
-        if key in flag_props and flag_props[key] != value:
+        if key in flag_props and flag_props[key] != given:
             raise ConfigError(f"{flag} and --prop {key}=... disagree; give one of them")
-        properties[key], sources[key] = value, f"flag {flag}"
+        properties[key], sources[key] = given, f"flag {flag}"
     return resolve_settings(
         impl=impl,
         impl_source="flag --impl",

@@ -13,7 +13,7 @@ import os
 import re
 import socket
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..rules.config import Settings
 from ..rules.errors import guard_library_logs, register_secrets
@@ -25,6 +25,10 @@ with requires_extra("aws"):
     from botocore.config import Config
     from botocore.credentials import RefreshableCredentials
     from botocore.utils import parse_timestamp
+
+if TYPE_CHECKING:  # the stub packages of boto3-stubs[glue,sts] (dev only)
+    from mypy_boto3_glue import GlueClient
+    from mypy_boto3_sts import STSClient
 
 logger = logging.getLogger("lance_metastore.glue")
 
@@ -58,7 +62,7 @@ def _client_config(settings: Settings) -> Config:
     )
 
 
-def _sts_client(settings: Settings) -> Any:
+def _sts_client(settings: Settings) -> STSClient:
     region = settings["assume_role_region"] or settings["region"]
     kwargs: dict[str, Any] = {"config": _client_config(settings)}
     if region:
@@ -69,7 +73,10 @@ def _sts_client(settings: Settings) -> Any:
     return _guarded(_source_session(settings).client("sts", **kwargs))
 
 
-def _guarded(client: Any) -> Any:
+_Client = TypeVar("_Client")
+
+
+def _guarded(client: _Client) -> _Client:
     """``client``, once the loggers of the modules it imported scrub registered secrets."""
     guard_library_logs()
     return client
@@ -77,7 +84,8 @@ def _guarded(client: Any) -> Any:
 
 def sts_endpoint(settings: Settings) -> str | None:
     """``sts_endpoint``, else a custom Glue ``endpoint`` (compatible servers serve both)."""
-    return settings["sts_endpoint"] or settings["endpoint"]
+    endpoint: str | None = settings["sts_endpoint"] or settings["endpoint"]
+    return endpoint
 
 
 def assumed_role_credentials(settings: Settings) -> RefreshableCredentials:
@@ -102,23 +110,23 @@ def assumed_role_credentials(settings: Settings) -> RefreshableCredentials:
                 credentials["SessionToken"],
             ]
         )
-        expiration = credentials["Expiration"]
+        expiration: datetime | str = credentials["Expiration"]
         if not isinstance(expiration, datetime):
             expiration = parse_timestamp(expiration)
         # STS grants at least 15 minutes; a shorter timeout still renews when it runs out.
         renew_at = datetime.now(timezone.utc) + timedelta(seconds=duration)
-        expiration = min(expiration.astimezone(timezone.utc), renew_at).isoformat()
+        expiry_time = min(expiration.astimezone(timezone.utc), renew_at).isoformat()
         logger.info(
             "assumed role %s (session %s) until %s",
             settings["assume_role_arn"],
             session_name,
-            expiration,
+            expiry_time,
         )
         return {
             "access_key": credentials["AccessKeyId"],
             "secret_key": credentials["SecretAccessKey"],
             "token": credentials["SessionToken"],
-            "expiry_time": expiration,
+            "expiry_time": expiry_time,
         }
 
     credentials = RefreshableCredentials.create_from_metadata(
@@ -126,8 +134,10 @@ def assumed_role_credentials(settings: Settings) -> RefreshableCredentials:
     )
     # botocore renews 15 minutes (advisory) / 10 minutes (mandatory) before expiry; short
     # sessions need proportionally shorter margins or they would renew on every call.
-    credentials._advisory_refresh_timeout = min(15 * 60, duration // 4)
-    credentials._mandatory_refresh_timeout = min(10 * 60, duration // 8)
+    # (Private attributes that botocore's stubs do not declare.)
+    advisory, mandatory = min(15 * 60, duration // 4), min(10 * 60, duration // 8)
+    credentials._advisory_refresh_timeout = advisory  # type: ignore[attr-defined]
+    credentials._mandatory_refresh_timeout = mandatory  # type: ignore[attr-defined]
     return credentials
 
 
@@ -142,13 +152,13 @@ def glue_session(settings: Settings) -> boto3.Session:
     if not settings["assume_role_arn"]:
         return _source_session(settings)
     core = botocore.session.get_session()
-    core._credentials = assumed_role_credentials(settings)
+    core._credentials = assumed_role_credentials(settings)  # type: ignore[attr-defined]
     return boto3.Session(botocore_session=core, region_name=settings["region"])
 
 
 def glue_client(
     settings: Settings, session: boto3.Session | None = None, attempts: int | None = None
-) -> Any:
+) -> GlueClient:
     """A Glue client; ``attempts`` overrides ``max_retries`` (1: a single try, for probes
     whose first answer decides)."""
     config = _client_config(settings)

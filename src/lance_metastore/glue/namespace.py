@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from lance_namespace.errors import (
     ConcurrentModificationError,
@@ -69,7 +69,32 @@ with requires_extra("glue"):
     from botocore import exceptions as bx
     from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url
 
+if TYPE_CHECKING:
+    import boto3
+    from mypy_boto3_glue import GlueClient
+    from mypy_boto3_glue.type_defs import (
+        CatalogInputTypeDef,
+        ColumnTypeDef,
+        DatabaseInputTypeDef,
+        StorageDescriptorTypeDef,
+        TableInputTypeDef,
+    )
+
 logger = logging.getLogger("lance_metastore.glue")
+
+
+class _CatalogIds(TypedDict, total=False):
+    """The ``CatalogId`` argument of a Glue call; absent, Glue uses the account's catalog."""
+
+    CatalogId: str
+
+
+def _column_input(column: CatalogColumn) -> ColumnTypeDef:
+    found: ColumnTypeDef = {"Name": column.name, "Type": column.type}
+    if column.comment:
+        found["Comment"] = column.comment
+    return found
+
 
 KIND_PROPERTY = "glue.kind"
 DESCRIPTION = "description"
@@ -174,7 +199,8 @@ _NOT_IMPLEMENTED_TEXT = re.compile(
 def _error_code(error: BaseException) -> str | None:
     response = getattr(error, "response", None)
     if isinstance(response, dict):
-        return response.get("Error", {}).get("Code")
+        code: str | None = response.get("Error", {}).get("Code")
+        return code
     return None
 
 
@@ -269,8 +295,8 @@ class GlueNamespace(CatalogNamespace):
         self._lookups = threading.local()
         # parent path -> (valid until, names of its child catalogs)
         self._catalog_names: dict[Path, tuple[float, frozenset[str]]] = {}
-        self._session: Any = None
-        self._glue: Any = None
+        self._session: boto3.Session | None = None
+        self._glue: GlueClient | None = None
         self._account_id: str | None = None
         self._probe_lock = threading.Lock()
         self._catalog_api_state: CatalogApi | None = None
@@ -301,7 +327,7 @@ class GlueNamespace(CatalogNamespace):
     # ----------------------------------------------------------------------------------------
 
     @property
-    def glue(self) -> Any:
+    def glue(self) -> GlueClient:
         """The boto3 Glue client, built once (thread-safe) and shared by every call."""
         client = self._glue
         if client is None:
@@ -311,9 +337,10 @@ class GlueNamespace(CatalogNamespace):
 
                     self._glue = glue_client(self._settings, self._aws_session())
                 client = self._glue
+        assert client is not None
         return client
 
-    def _aws_session(self) -> Any:
+    def _aws_session(self) -> boto3.Session:
         """The boto3 session every client of this namespace is built from (call under
         ``_client_lock``): an assumed role is assumed once."""
         if self._session is None:
@@ -392,8 +419,9 @@ class GlueNamespace(CatalogNamespace):
 
     def _root_catalog_id(self) -> str:
         """The root catalog's id, resolving the caller's account only when needed."""
-        if self._settings["catalog_id"]:
-            return self._settings["catalog_id"]
+        configured: str | None = self._settings["catalog_id"]
+        if configured:
+            return configured
         if self._account_id is None:
             from .aws import caller_account
 
@@ -403,12 +431,13 @@ class GlueNamespace(CatalogNamespace):
     def _catalog_id(self, chain: Path) -> str | None:
         """CatalogId of a catalog chain below the root; None means the account's default."""
         if not chain:
-            return self._settings["catalog_id"]
+            configured: str | None = self._settings["catalog_id"]
+            return configured
         base = self._root_catalog_id()
         separator = "/" if ":" in base else ":"
         return base + separator + "/".join(chain)
 
-    def _ids(self, chain: Path) -> dict[str, str]:
+    def _ids(self, chain: Path) -> _CatalogIds:
         catalog_id = self._catalog_id(chain)
         return {"CatalogId": catalog_id} if catalog_id else {}
 
@@ -504,7 +533,8 @@ class GlueNamespace(CatalogNamespace):
     def _call(self, method: str, **kwargs: Any) -> dict[str, Any] | None:
         """Call Glue; None on EntityNotFoundException, every other error propagates."""
         try:
-            return getattr(self.glue, method)(**kwargs)
+            response: dict[str, Any] = getattr(self.glue, method)(**kwargs)
+            return response
         except Exception as error:
             if _error_code(error) == "EntityNotFoundException":
                 return None
@@ -529,7 +559,8 @@ class GlueNamespace(CatalogNamespace):
 
     def _get_database(self, path: Path) -> dict[str, Any] | None:
         response = self._call("get_database", Name=path[-1], **self._ids(path[:-1]))
-        return None if response is None else response["Database"]
+        database: dict[str, Any] | None = None if response is None else response["Database"]
+        return database
 
     def _get_catalog(self, path: Path) -> dict[str, Any] | None:
         response = self._call("get_catalog", CatalogId=self._catalog_id(path))
@@ -672,7 +703,9 @@ class GlueNamespace(CatalogNamespace):
             raise lance_error(NamespaceAlreadyExistsError, describe(path))
         try:
             self.glue.create_database(
-                DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
+                DatabaseInput=cast(
+                    "DatabaseInputTypeDef", {"Name": path[-1], "Parameters": parameters, **fields}
+                ),
                 **self._ids(path[:-1]),
             )
         except Exception as error:
@@ -719,7 +752,8 @@ class GlueNamespace(CatalogNamespace):
             raise lance_error(NamespaceAlreadyExistsError, describe(path), "(as a database)")
         self._forget_catalog_names()
         try:
-            self.glue.create_catalog(Name=name, CatalogInput={"Parameters": parameters, **fields})
+            catalog_input = cast("CatalogInputTypeDef", {"Parameters": parameters, **fields})
+            self.glue.create_catalog(Name=name, CatalogInput=catalog_input)
         except Exception as error:
             if _error_code(error) == "AlreadyExistsException":
                 raise lance_error(NamespaceAlreadyExistsError, describe(path)) from None
@@ -738,14 +772,18 @@ class GlueNamespace(CatalogNamespace):
             )
         fields, parameters = self._split_properties(properties, kind)
         if kind == "catalog":
+            catalog_id = self._catalog_id(path)
+            assert catalog_id is not None  # a non-empty chain always has one
             self.glue.update_catalog(
-                CatalogId=self._catalog_id(path),
-                CatalogInput={"Parameters": parameters, **fields},
+                CatalogId=catalog_id,
+                CatalogInput=cast("CatalogInputTypeDef", {"Parameters": parameters, **fields}),
             )
         else:
             self.glue.update_database(
                 Name=path[-1],
-                DatabaseInput={"Name": path[-1], "Parameters": parameters, **fields},
+                DatabaseInput=cast(
+                    "DatabaseInputTypeDef", {"Name": path[-1], "Parameters": parameters, **fields}
+                ),
                 **self._ids(path[:-1]),
             )
 
@@ -875,13 +913,11 @@ class GlueNamespace(CatalogNamespace):
 
     def _table_input(
         self, entry: TableEntry, columns: list[CatalogColumn] | None
-    ) -> dict[str, Any]:
-        descriptor: dict[str, Any] = {"Location": entry.location}
+    ) -> TableInputTypeDef:
+        # Sent as given: Glue's model types Location as str, TableEntry as optional.
+        descriptor = cast("StorageDescriptorTypeDef", {"Location": entry.location})
         if columns is not None:
-            descriptor["Columns"] = [
-                {"Name": c.name, "Type": c.type, **({"Comment": c.comment} if c.comment else {})}
-                for c in columns
-            ]
+            descriptor["Columns"] = [_column_input(c) for c in columns]
         return {
             "Name": entry.name,
             "TableType": EXTERNAL_TABLE,
@@ -1025,6 +1061,5 @@ class GlueNamespace(CatalogNamespace):
         database = self._get_database(path)
         if database is None:
             raise lance_error(NamespaceNotFoundError, describe(path))
-        if database.get("LocationUri"):
-            return database["LocationUri"]
-        return join_location(self.root, *path)
+        location: str | None = database.get("LocationUri")
+        return location or join_location(self.root, *path)

@@ -685,7 +685,8 @@ class _HiveNamespace(CatalogNamespace):
             raise ConcurrentModificationError(
                 f"Could not lock table {describe((*path, name))}: lock state {response.state}"
             )
-        return response.lockid
+        lock_id: int = response.lockid
+        return lock_id
 
     def _unlock(self, lock_id: int) -> None:
         try:
@@ -894,7 +895,9 @@ class _HiveNamespace(CatalogNamespace):
         the root is then what the user asked for.
         """
         database = self._get("get_database", self._db_ref(path))
-        location = plain_location(database.locationUri) if database is not None else None
+        location: str | None = (
+            plain_location(database.locationUri) if database is not None else None
+        )
         if location and not (self._settings["root"] and _metastore_default(location, path[-1])):
             return location
         return join_location(self.root, *path)

@@ -14,7 +14,7 @@ import queue
 import select
 import threading
 from dataclasses import dataclass
-from typing import Any
+from types import TracebackType
 from urllib.parse import urlparse
 
 from ..rules.extras import requires_extra
@@ -128,7 +128,12 @@ class _Borrowed:
         self._connection = self._pool._acquire()
         return self._connection
 
-    def __exit__(self, exc_type: Any, error: BaseException | None, traceback: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         assert self._connection is not None
         self._pool._release(self._connection, error)
 

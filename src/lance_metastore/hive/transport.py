@@ -143,7 +143,7 @@ class KerberosLogin:
                     usage="initiate",
                     store={"client_keytab": self.settings.keytab, "ccache": self._cache},
                 )
-            except gssapi.exceptions.GSSError as error:
+            except gssapi.raw.misc.GSSError as error:
                 raise _kerberos_failure(
                     f"Kerberos login of {self.settings.client_description()} failed",
                     _gssapi_message(error),

@@ -17,6 +17,7 @@ the spec's unsupported error saying so, and change nothing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lance_namespace import (
@@ -32,13 +33,13 @@ from lance_namespace.errors import InvalidInputError, UnsupportedOperationError
 
 from ..rules import versions
 from ..rules.identifiers import Path, describe
-from ..rules.requests import coerce_request
+from ..rules.requests import RequestInput, coerce_request
+from .core import CatalogCore
 
 if TYPE_CHECKING:
     from lance_namespace import TableVersion
 
     from ..rules.tables import TableEntry
-    from .core import CatalogCore
 
 MANY_TABLES = (
     "a batch over several tables cannot be all-or-nothing here: the catalog's atomic write "
@@ -55,11 +56,11 @@ OPERATION_KINDS = (
 )
 
 
-class BatchCommitOps:
+class BatchCommitOps(CatalogCore):
     """batch_create_table_versions and batch_commit_tables."""
 
     def batch_create_table_versions(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> BatchCreateTableVersionsResponse:
         with self._operation("commit a batch of versions", None):
             req = coerce_request(request, BatchCreateTableVersionsRequest)
@@ -73,7 +74,7 @@ class BatchCommitOps:
                 versions=self._finalize(entry, parameters, records)
             )
 
-    def batch_commit_tables(self: CatalogCore, request: Any = None) -> BatchCommitTablesResponse:
+    def batch_commit_tables(self, request: RequestInput = None) -> BatchCommitTablesResponse:
         with self._operation("commit a batch of table operations", None):
             req = coerce_request(request, BatchCommitTablesRequest)
             operations = [_single(op) for op in req.operations]
@@ -93,23 +94,23 @@ class BatchCommitOps:
                 results=self._commit_on_one_table(path, name, entry, operations)
             )
 
-    def _one_table(self: CatalogCore, ids: list[Any]) -> tuple[Path, str]:
+    def _one_table(self, ids: list[object]) -> tuple[Path, str]:
         targets = {self._table_path(raw) for raw in ids}
         if len(targets) != 1:
             raise UnsupportedOperationError(f"Not supported: {MANY_TABLES}")
         return next(iter(targets))
 
-    def _run_one(self: CatalogCore, kind: str, operation: Any) -> CommitTableResult:
-        method = {
+    def _run_one(self, kind: str, operation: RequestInput) -> CommitTableResult:
+        methods: dict[str, Callable[..., object]] = {
             "declare_table": self.declare_table,
             "create_table_version": self.create_table_version,
             "delete_table_versions": self.batch_delete_table_versions,
             "deregister_table": self.deregister_table,
-        }[kind]
-        return CommitTableResult(**{kind: method(operation)})
+        }
+        return CommitTableResult(**{kind: methods[kind](operation)})
 
     def _commit_on_one_table(
-        self: CatalogCore,
+        self,
         path: Path,
         name: str,
         entry: TableEntry,
@@ -156,7 +157,9 @@ class BatchCommitOps:
             for r in results
             if r.create_table_version is not None and r.create_table_version.version is not None
         ]
-        finalized = self._finalize(entry, parameters, [c.version for c in created])
+        finalized = self._finalize(
+            entry, parameters, [c.version for c in created if c.version is not None]
+        )
         for response, record in zip(created, finalized, strict=True):
             response.version = record
         return results

@@ -18,7 +18,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import pyarrow as pa
 from lance_namespace import (
@@ -47,6 +47,9 @@ from ..rules.retries import Backoff
 from ..rules.schema import CatalogColumn, catalog_columns
 from ..rules.tables import TableEntry
 from .datasets import lance_errors
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
 
 logger = logging.getLogger("lance_metastore")
 
@@ -310,7 +313,7 @@ class CatalogCore(LanceNamespace):
         """Backend hook: forget what was looked up for the previous operation."""
 
     @contextlib.contextmanager
-    def _operation(self, operation: str, raw_id: Any) -> Iterator[None]:
+    def _operation(self, operation: str, raw_id: object) -> Iterator[None]:
         self._begin_operation()
         with translate_errors(
             operation,
@@ -321,16 +324,16 @@ class CatalogCore(LanceNamespace):
         ):
             yield
 
-    def _namespace_path(self, raw_id: Any) -> Path:
+    def _namespace_path(self, raw_id: object) -> Path:
         return self._normalize_namespace(split_identifier(raw_id))
 
-    def _table_path(self, raw_id: Any) -> tuple[Path, str]:
+    def _table_path(self, raw_id: object) -> tuple[Path, str]:
         parts = split_identifier(raw_id)
         if not parts:
             raise InvalidInputError("A table identifier is required")
         return self._normalize_table(parts)
 
-    def is_table_id(self, table_id: Any) -> bool:
+    def is_table_id(self, table_id: object) -> bool:
         """Whether ``table_id`` is well-formed as a table of this catalog (no catalog call).
 
         With :meth:`is_namespace_id`, tells a tool which operation an id can mean: on Hive 3
@@ -338,12 +341,12 @@ class CatalogCore(LanceNamespace):
         """
         return self._well_formed(self._table_path, table_id)
 
-    def is_namespace_id(self, namespace_id: Any) -> bool:
+    def is_namespace_id(self, namespace_id: object) -> bool:
         """Whether ``namespace_id`` is well-formed as a namespace of this catalog."""
         return self._well_formed(self._namespace_path, namespace_id)
 
     @staticmethod
-    def _well_formed(check: Callable[[Any], Any], raw_id: Any) -> bool:
+    def _well_formed(check: Callable[[object], object], raw_id: object) -> bool:
         try:
             check(raw_id)
         except LanceNamespaceError:
@@ -463,7 +466,7 @@ class CatalogCore(LanceNamespace):
         """What a describe/declare answer carries: vended credentials where configured."""
         return self._vendor.storage_options(location, self.storage_options, vend_credentials)
 
-    def _open_dataset(self, location: str) -> Any:
+    def _open_dataset(self, location: str) -> LanceDataset:
         import lance
 
         return lance.dataset(location, storage_options=self.storage_options or None)
@@ -509,7 +512,7 @@ class CatalogCore(LanceNamespace):
         return entry.managed_by == tables.MANAGED_BY_IMPL
 
     def sync_table_columns(
-        self, table_id: Any, schema: pa.Schema | None = None
+        self, table_id: object, schema: pa.Schema | None = None
     ) -> list[CatalogColumn]:
         """Make the catalog columns of a Lance table match its dataset's current schema.
 
@@ -557,7 +560,7 @@ class CatalogCore(LanceNamespace):
     # Lance datasets: open a table's dataset the way its owner requires, keep columns true
     # ----------------------------------------------------------------------------------------
 
-    def _lance_table(self, raw_id: Any) -> tuple[Path, str, TableEntry]:
+    def _lance_table(self, raw_id: object) -> tuple[Path, str, TableEntry]:
         path, name = self._table_path(raw_id)
         return path, name, self._require_lance_table(path, name)
 
@@ -567,7 +570,7 @@ class CatalogCore(LanceNamespace):
         entry: TableEntry,
         version: int | str | None = None,
         branch: str | None = None,
-    ) -> Any:
+    ) -> LanceDataset:
         """The table's dataset (at a version or branch when asked).
 
         Catalog-managed tables are opened through this namespace, so Lance finds the version
@@ -604,7 +607,7 @@ class CatalogCore(LanceNamespace):
         with lance_errors("open", f"version {reference!r} of table {target}"):
             return dataset.checkout_version(reference)
 
-    def _latest(self, path: Path, name: str) -> Any:
+    def _latest(self, path: Path, name: str) -> LanceDataset:
         """The table's dataset as it is now, read again from the catalog after a change."""
         return self._dataset(path, self._require_lance_table(path, name))
 
@@ -665,7 +668,7 @@ class CatalogCore(LanceNamespace):
         return self._retry_conflicts(target, attempt)
 
 
-def _target(raw_id: Any) -> str:
+def _target(raw_id: object) -> str:
     if raw_id is None:  # an operation over several objects (a batch) names them itself
         return ""
     try:

@@ -50,17 +50,28 @@ from ..rules.requests import (
     CREATE,
     EXIST_OK,
     OVERWRITE,
+    RequestInput,
     coerce_request,
     request_id,
     request_mode,
 )
 from ..rules.tables import TableEntry
-from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
+from .core import CatalogCore
 
 if TYPE_CHECKING:
-    from .core import CatalogCore
+    from lance import LanceDataset
+    from lance.dataset import LanceScanner
+    from lance.query import FullTextQuery
+    from lance_namespace_urllib3_client.models.fts_query import FtsQuery
+    from lance_namespace_urllib3_client.models.query_table_request_full_text_query import (
+        QueryTableRequestFullTextQuery,
+    )
+from .datasets import ipc_file_bytes, lance_errors, read_ipc_stream
 
 logger = logging.getLogger("lance_metastore")
+
+# The requests that read rows (the same query fields, as the spec models them).
+_QueryRequest = QueryTableRequest | AnalyzeTableQueryPlanRequest
 
 DEFAULT_VECTOR_COLUMN = "vector"
 
@@ -76,7 +87,7 @@ def _check_columns(schema: pa.Schema, names: list[str], target: str) -> None:
             raise lance_error(TableColumnNotFoundError, f"column {name!r} in {target}")
 
 
-def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
+def _check_predicate(dataset: LanceDataset, predicate: str | None, target: str) -> None:
     """Parse and bind a filter before anything is written (a bad one changes nothing)."""
     if predicate is None:
         return
@@ -86,10 +97,10 @@ def _check_predicate(dataset: Any, predicate: str | None, target: str) -> None:
         dataset.scanner(filter=predicate, limit=0, columns=[]).to_table()
 
 
-class TableDataOps:
+class TableDataOps(CatalogCore):
     """create_table (with data), insert, merge-insert, update, delete, count, query, plans."""
 
-    def _write(self: CatalogCore, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> Any:
+    def _write(self, path: Path, entry: TableEntry, data: pa.Table, mode: str) -> LanceDataset:
         """Write ``data`` to the table (its first write creates the dataset); the dataset."""
         import lance
 
@@ -116,7 +127,7 @@ class TableDataOps:
             )
 
     def create_table(
-        self: CatalogCore, request: Any = None, request_data: Any = None
+        self, request: RequestInput = None, request_data: object = None
     ) -> CreateTableResponse:
         with self._operation("create table", request_id(request)):
             req = coerce_request(request, CreateTableRequest)
@@ -151,7 +162,7 @@ class TableDataOps:
             entry = self._require_lance_table(path, name)
             return self._created(entry, dataset.version)
 
-    def _created(self: CatalogCore, entry: TableEntry, version: int) -> CreateTableResponse:
+    def _created(self, entry: TableEntry, version: int) -> CreateTableResponse:
         return CreateTableResponse(
             location=entry.location,
             version=version,
@@ -159,14 +170,12 @@ class TableDataOps:
             properties=dict(entry.parameters),
         )
 
-    def _current_version(self: CatalogCore, path: Path, entry: TableEntry) -> int:
+    def _current_version(self, path: Path, entry: TableEntry) -> int:
         if not self._has_committed_data(entry):
             return 0
         return self._dataset(path, entry).version
 
-    def _undo_declare(
-        self: CatalogCore, path: Path, entry: TableEntry, made_directory: str | None
-    ) -> None:
+    def _undo_declare(self, path: Path, entry: TableEntry, made_directory: str | None) -> None:
         """A create whose write failed: remove the entry, and the directory the write made
         (only one that did not exist before: a dataset already there is never touched)."""
         try:
@@ -179,7 +188,7 @@ class TableDataOps:
             shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(
-        self: CatalogCore, request: Any = None, request_data: Any = None
+        self, request: RequestInput = None, request_data: object = None
     ) -> InsertIntoTableResponse:
         with self._operation("insert into table", request_id(request)):
             req = coerce_request(request, InsertIntoTableRequest)
@@ -192,7 +201,7 @@ class TableDataOps:
             return InsertIntoTableResponse(num_inserted_rows=data.num_rows, version=dataset.version)
 
     def merge_insert_into_table(
-        self: CatalogCore, request: Any = None, request_data: Any = None
+        self, request: RequestInput = None, request_data: object = None
     ) -> MergeInsertIntoTableResponse:
         with self._operation("merge into table", request_id(request)):
             req = coerce_request(request, MergeInsertIntoTableRequest)
@@ -232,7 +241,7 @@ class TableDataOps:
                 version=latest.version,
             )
 
-    def update_table(self: CatalogCore, request: Any = None) -> UpdateTableResponse:
+    def update_table(self, request: RequestInput = None) -> UpdateTableResponse:
         with self._operation("update rows of table", request_id(request)):
             req = coerce_request(request, UpdateTableRequest)
             _no_branch(req.branch, "Updating")
@@ -252,7 +261,7 @@ class TableDataOps:
                 properties=dict(self._require_lance_table(path, name).parameters),
             )
 
-    def delete_from_table(self: CatalogCore, request: Any = None) -> DeleteFromTableResponse:
+    def delete_from_table(self, request: RequestInput = None) -> DeleteFromTableResponse:
         with self._operation("delete rows of table", request_id(request)):
             req = coerce_request(request, DeleteFromTableRequest)
             _no_branch(req.branch, "Deleting")
@@ -264,7 +273,7 @@ class TableDataOps:
                 dataset.delete(req.predicate)
             return DeleteFromTableResponse(version=dataset.version)
 
-    def count_table_rows(self: CatalogCore, request: Any = None) -> CountTableRowsResponse:
+    def count_table_rows(self, request: RequestInput = None) -> CountTableRowsResponse:
         with self._operation("count rows of table", request_id(request)):
             req = coerce_request(request, CountTableRowsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -278,7 +287,7 @@ class TableDataOps:
     # Queries
     # ----------------------------------------------------------------------------------------
 
-    def _scanner(self: CatalogCore, raw: Any, model: type) -> tuple[Any, str]:
+    def _scanner(self, raw: RequestInput, model: type[_QueryRequest]) -> tuple[LanceScanner, str]:
         """A Lance scanner for a query request (and the table it reads, for messages)."""
         req = coerce_request(raw, model)
         path, name, entry = self._lance_table(req.id)
@@ -288,14 +297,14 @@ class TableDataOps:
         with lance_errors("query", target):
             return dataset.scanner(**options), target
 
-    def query_table(self: CatalogCore, request: Any = None) -> QueryTableResponse:
+    def query_table(self, request: RequestInput = None) -> QueryTableResponse:
         """The rows, as Arrow IPC file bytes (the interface's answer format)."""
         with self._operation("query table", request_id(request)):
             scanner, target = self._scanner(request, QueryTableRequest)
             with lance_errors("query", target):
                 return QueryTableResponse(data=ipc_file_bytes(scanner.to_table()))
 
-    def explain_table_query_plan(self: CatalogCore, request: Any = None) -> str:
+    def explain_table_query_plan(self, request: RequestInput = None) -> str:
         with self._operation("explain a query of table", request_id(request)):
             req = coerce_request(request, ExplainTableQueryPlanRequest)
             query = req.query.model_copy(update={"id": req.id, "branch": req.branch})
@@ -303,7 +312,7 @@ class TableDataOps:
             with lance_errors("explain a query of", target):
                 return scanner.explain_plan(bool(req.verbose))
 
-    def analyze_table_query_plan(self: CatalogCore, request: Any = None) -> str:
+    def analyze_table_query_plan(self, request: RequestInput = None) -> str:
         with self._operation("analyze a query of table", request_id(request)):
             scanner, target = self._scanner(request, AnalyzeTableQueryPlanRequest)
             with lance_errors("analyze a query of", target):
@@ -338,7 +347,7 @@ def _check_append_schema(table: pa.Schema, data: pa.Schema, target: str) -> None
         )
 
 
-def _query_options(req: Any, schema: pa.Schema, target: str) -> dict[str, Any]:
+def _query_options(req: _QueryRequest, schema: pa.Schema, target: str) -> dict[str, Any]:
     """Scanner keyword arguments for a query request, checked against the table's schema."""
     options: dict[str, Any] = {}
     if req.columns is not None:
@@ -371,10 +380,10 @@ def _query_options(req: Any, schema: pa.Schema, target: str) -> dict[str, Any]:
     return options
 
 
-def _query_vector(req: Any) -> list[Any] | None:
+def _query_vector(req: _QueryRequest) -> list[Any] | None:
     vector = req.vector
-    if vector is None:
-        return None
+    if vector is None:  # required by the models; kept for requests built unchecked
+        return None  # type: ignore[unreachable]
     if vector.single_vector:
         return list(vector.single_vector)
     if vector.multi_vector:
@@ -382,7 +391,7 @@ def _query_vector(req: Any) -> list[Any] | None:
     return None
 
 
-def _vector_column(req: Any, schema: pa.Schema, target: str) -> str:
+def _vector_column(req: _QueryRequest, schema: pa.Schema, target: str) -> str:
     if req.vector_column:
         _check_columns(schema, [req.vector_column], target)
         return req.vector_column
@@ -396,7 +405,9 @@ def _vector_column(req: Any, schema: pa.Schema, target: str) -> str:
     )
 
 
-def _nearest(req: Any, vector: list[Any], schema: pa.Schema, target: str) -> dict[str, Any]:
+def _nearest(
+    req: _QueryRequest, vector: list[Any], schema: pa.Schema, target: str
+) -> dict[str, Any]:
     column = _vector_column(req, schema, target)
     column_type = schema.field(column).type
     if pa.types.is_fixed_size_list(column_type):
@@ -428,7 +439,9 @@ def _nearest(req: Any, vector: list[Any], schema: pa.Schema, target: str) -> dic
     return nearest
 
 
-def _full_text(query: Any, target: str) -> Any:
+def _full_text(
+    query: QueryTableRequestFullTextQuery, target: str
+) -> str | dict[str, Any] | FullTextQuery:
     if query.string_query is not None:
         string = query.string_query
         if string.columns:
@@ -439,7 +452,7 @@ def _full_text(query: Any, target: str) -> Any:
     raise InvalidInputError(f"A full-text query of {target} needs a string or structured query")
 
 
-def _fts(query: Any, target: str) -> Any:
+def _fts(query: FtsQuery, target: str) -> FullTextQuery:
     """The interface's structured full-text query as Lance's query objects."""
     from lance import query as fts
 
@@ -472,7 +485,7 @@ def _fts(query: Any, target: str) -> Any:
             raise InvalidInputError(f"A multi-match query of {target} needs match queries")
         return fts.MultiMatchQuery(
             matches[0].terms,
-            [m.column for m in matches],
+            [m.column for m in matches],  # type: ignore[misc]  # Lance judges a missing one
             boosts=[float(m.boost if m.boost is not None else 1.0) for m in matches],
         )
     if query.boolean is not None:

@@ -57,7 +57,7 @@ def lance_errors(operation: str, target: str) -> Iterator[None]:
         raise kind(f"Cannot {operation} {target}: {message}") from None
 
 
-def read_ipc_stream(data: Any, target: str) -> pa.Table:
+def read_ipc_stream(data: object, target: str) -> pa.Table:
     """The rows of an Arrow IPC stream body (the file format is accepted as well)."""
     if isinstance(data, pa.Table):
         return data

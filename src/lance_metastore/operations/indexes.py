@@ -7,7 +7,7 @@ replace it)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lance_namespace import (
     CreateTableIndexRequest,
@@ -27,15 +27,16 @@ from lance_namespace.errors import (
     TableIndexNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import IndexContent
+from lance_namespace_urllib3_client.models.index_content import IndexContent
 
 from ..rules.errors import lance_error
 from ..rules.identifiers import describe
-from ..rules.requests import coerce_request, request_id
-from .datasets import lance_errors
+from ..rules.requests import RequestInput, coerce_request, request_id
+from .core import CatalogCore
 
 if TYPE_CHECKING:
-    from .core import CatalogCore
+    from lance import LanceDataset
+from .datasets import lance_errors
 
 VECTOR_INDEX_TYPES = frozenset(
     {"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"}
@@ -65,22 +66,22 @@ VECTOR_OPTIONS = (
 )
 
 
-class TableIndexOps:
+class TableIndexOps(CatalogCore):
     """create_table_index, create_table_scalar_index, list, describe stats, drop."""
 
-    def create_table_index(self: CatalogCore, request: Any = None) -> CreateTableIndexResponse:
+    def create_table_index(self, request: RequestInput = None) -> CreateTableIndexResponse:
         with self._operation("create an index on table", request_id(request)):
             self._create_index(request, scalar_only=False)
             return CreateTableIndexResponse()
 
     def create_table_scalar_index(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> CreateTableScalarIndexResponse:
         with self._operation("create a scalar index on table", request_id(request)):
             self._create_index(request, scalar_only=True)
             return CreateTableScalarIndexResponse()
 
-    def _create_index(self: CatalogCore, request: Any, scalar_only: bool) -> None:
+    def _create_index(self, request: RequestInput, scalar_only: bool) -> None:
         req = coerce_request(request, CreateTableIndexRequest)
         if req.branch:
             raise UnsupportedOperationError("Creating an index on a branch is not supported")
@@ -123,11 +124,15 @@ class TableIndexOps:
                     raise InvalidInputError(
                         f"Options {', '.join(options)} apply to full-text indexes only ({target})"
                     )
-                dataset.create_scalar_index(
-                    req.column, lance_type, name=index_name, replace=False, **options
+                dataset.create_scalar_index(  # Lance judges the type name
+                    req.column,
+                    lance_type,  # type: ignore[arg-type]
+                    name=index_name,
+                    replace=False,
+                    **options,
                 )
 
-    def list_table_indices(self: CatalogCore, request: Any = None) -> ListTableIndicesResponse:
+    def list_table_indices(self, request: RequestInput = None) -> ListTableIndicesResponse:
         with self._operation("list indexes of table", request_id(request)):
             req = coerce_request(request, ListTableIndicesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -143,7 +148,7 @@ class TableIndexOps:
             return ListTableIndicesResponse(indexes=[contents[k] for k in keys], page_token=token)
 
     def describe_table_index_stats(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> DescribeTableIndexStatsResponse:
         with self._operation("describe an index of table", request_id(request)):
             req = coerce_request(request, DescribeTableIndexStatsRequest)
@@ -164,7 +169,7 @@ class TableIndexOps:
                 num_indices=stats.get("num_indices"),
             )
 
-    def drop_table_index(self: CatalogCore, request: Any = None) -> DropTableIndexResponse:
+    def drop_table_index(self, request: RequestInput = None) -> DropTableIndexResponse:
         with self._operation("drop an index of table", request_id(request)):
             req = coerce_request(request, DropTableIndexRequest)
             if req.branch:
@@ -180,12 +185,12 @@ class TableIndexOps:
             return DropTableIndexResponse()
 
 
-def _require_index(dataset: Any, index_name: str, target: str) -> None:
+def _require_index(dataset: LanceDataset, index_name: str, target: str) -> None:
     if index_name not in {index.name for index in dataset.describe_indices()}:
         raise lance_error(TableIndexNotFoundError, f"index {index_name!r} of {target}")
 
 
-def _index_contents(dataset: Any) -> list[IndexContent]:
+def _index_contents(dataset: LanceDataset) -> list[IndexContent]:
     """One entry per index name (its first segment gives the uuid, creation time, version)."""
     contents = []
     for description in dataset.describe_indices():

@@ -7,7 +7,7 @@ made to mirror the new schema."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_namespace import (
     AlterTableAddColumnsRequest,
@@ -41,15 +41,14 @@ from lance_namespace.errors import (
     TransactionNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import FragmentStats, FragmentSummary
+from lance_namespace_urllib3_client.models.fragment_stats import FragmentStats
+from lance_namespace_urllib3_client.models.fragment_summary import FragmentSummary
 
 from ..rules.errors import lance_error
 from ..rules.identifiers import Path, describe, join_identifier, split_identifier
-from ..rules.requests import coerce_request, request_id
+from ..rules.requests import RequestInput, coerce_request, request_id
+from .core import CatalogCore
 from .datasets import json_arrow_type, lance_errors
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
 
 # Every transaction Lance reports was committed (uncommitted ones leave no record).
 COMMITTED = "SUCCEEDED"
@@ -65,11 +64,11 @@ def _no_branch(branch: str | None, what: str) -> None:
         )
 
 
-class TableLifecycleOps:
+class TableLifecycleOps(CatalogCore):
     """rename_table, restore_table, list_all_tables, get_table_stats, metadata, columns and
     the committed transactions of a table."""
 
-    def describe_transaction(self: CatalogCore, request: Any = None) -> DescribeTransactionResponse:
+    def describe_transaction(self, request: RequestInput = None) -> DescribeTransactionResponse:
         """A committed Lance transaction of a table: ``id`` is the table id followed by the
         transaction's uuid or the version it committed."""
         with self._operation("describe a transaction of", request_id(request)):
@@ -78,7 +77,7 @@ class TableLifecycleOps:
                 status=COMMITTED, properties=self._transaction(req.id)
             )
 
-    def alter_transaction(self: CatalogCore, request: Any = None) -> AlterTransactionResponse:
+    def alter_transaction(self, request: RequestInput = None) -> AlterTransactionResponse:
         with self._operation("alter a transaction of", request_id(request)):
             req = coerce_request(request, AlterTransactionRequest)
             properties = self._transaction(req.id)
@@ -87,7 +86,7 @@ class TableLifecycleOps:
                 "a committed Lance transaction cannot be altered"
             )
 
-    def _transaction(self: CatalogCore, raw_id: Any) -> dict[str, str]:
+    def _transaction(self, raw_id: object) -> dict[str, str]:
         parts = list(split_identifier(raw_id))
         if len(parts) < 2:
             raise InvalidInputError("A transaction id is the table id followed by its uuid")
@@ -111,7 +110,7 @@ class TableLifecycleOps:
                     }
         raise lance_error(TransactionNotFoundError, f"{wanted!r} of {target}")
 
-    def rename_table(self: CatalogCore, request: Any = None) -> RenameTableResponse:
+    def rename_table(self, request: RequestInput = None) -> RenameTableResponse:
         raw_id = request_id(request)
         with self._operation("rename table", raw_id):
             req = coerce_request(request, RenameTableRequest)
@@ -135,7 +134,7 @@ class TableLifecycleOps:
             self._catalog_rename_table(path, entry, new_path, new_name)
             return RenameTableResponse()
 
-    def restore_table(self: CatalogCore, request: Any = None) -> RestoreTableResponse:
+    def restore_table(self, request: RequestInput = None) -> RestoreTableResponse:
         raw_id = request_id(request)
         with self._operation("restore table", raw_id):
             req = coerce_request(request, RestoreTableRequest)
@@ -146,12 +145,12 @@ class TableLifecycleOps:
             dataset = self._dataset(path, entry, version=req.version)
             target = f"table {describe((*path, name))}"
             with lance_errors("restore", target):
-                dataset.restore()
+                dataset.restore()  # type: ignore[no-untyped-call]  # unannotated in Lance
             latest = self._latest(path, name)
             self._record_columns(path, name, latest.schema, entry)
             return RestoreTableResponse()
 
-    def list_all_tables(self: CatalogCore, request: Any = None) -> ListTablesResponse:
+    def list_all_tables(self, request: RequestInput = None) -> ListTablesResponse:
         """Every Lance table under the namespace asked for (the root: all), as ``$``-joined
         identifiers, sorted and paged like every listing."""
         raw_id = request_id(request)
@@ -180,7 +179,7 @@ class TableLifecycleOps:
             )
             return ListTablesResponse(tables=names, page_token=token)
 
-    def get_table_stats(self: CatalogCore, request: Any = None) -> GetTableStatsResponse:
+    def get_table_stats(self, request: RequestInput = None) -> GetTableStatsResponse:
         raw_id = request_id(request)
         with self._operation("get stats of table", raw_id):
             req = coerce_request(request, GetTableStatsRequest)
@@ -189,7 +188,8 @@ class TableLifecycleOps:
             with lance_errors("read stats of", f"table {describe((*path, name))}"):
                 lengths = sorted(f.count_rows() for f in dataset.get_fragments())
                 data = dataset.stats.data_stats()
-                total_bytes = sum(field.bytes_on_disk for field in data.fields)
+                # Lance annotates ``fields`` as one FieldStatistics; it is a list of them.
+                total_bytes = sum(field.bytes_on_disk for field in data.fields)  # type: ignore[attr-defined]
                 indices = len(dataset.describe_indices())
                 rows = dataset.count_rows()
             return GetTableStatsResponse(
@@ -204,7 +204,7 @@ class TableLifecycleOps:
             )
 
     def update_table_schema_metadata(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> UpdateTableSchemaMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update schema metadata of table", raw_id):
@@ -216,9 +216,7 @@ class TableLifecycleOps:
                 metadata = dataset.update_schema_metadata(dict(req.metadata or {}))
             return UpdateTableSchemaMetadataResponse(metadata=dict(metadata or {}))
 
-    def update_field_metadata(
-        self: CatalogCore, request: Any = None
-    ) -> UpdateFieldMetadataResponse:
+    def update_field_metadata(self, request: RequestInput = None) -> UpdateFieldMetadataResponse:
         raw_id = request_id(request)
         with self._operation("update field metadata of table", raw_id):
             req = coerce_request(request, UpdateFieldMetadataRequest)
@@ -239,9 +237,7 @@ class TableLifecycleOps:
             }
             return UpdateFieldMetadataResponse(version=latest.version, fields=fields)
 
-    def alter_table_add_columns(
-        self: CatalogCore, request: Any = None
-    ) -> AlterTableAddColumnsResponse:
+    def alter_table_add_columns(self, request: RequestInput = None) -> AlterTableAddColumnsResponse:
         raw_id = request_id(request)
         with self._operation("add columns to table", raw_id):
             req = coerce_request(request, AlterTableAddColumnsRequest)
@@ -268,7 +264,7 @@ class TableLifecycleOps:
             return AlterTableAddColumnsResponse(version=dataset.version)
 
     def alter_table_alter_columns(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> AlterTableAlterColumnsResponse:
         raw_id = request_id(request)
         with self._operation("alter columns of table", raw_id):
@@ -297,12 +293,13 @@ class TableLifecycleOps:
                     )
                 alterations.append(change)
             with lance_errors("alter columns of", target):
-                dataset.alter_columns(*alterations)
+                # Lance's AlterColumn marks every key required; it takes any of them.
+                dataset.alter_columns(*alterations)  # type: ignore[arg-type]
             self._record_columns(path, name, dataset.schema, entry)
             return AlterTableAlterColumnsResponse(version=dataset.version)
 
     def alter_table_drop_columns(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> AlterTableDropColumnsResponse:
         raw_id = request_id(request)
         with self._operation("drop columns of table", raw_id):

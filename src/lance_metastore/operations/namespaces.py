@@ -7,8 +7,6 @@ names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from lance_namespace import (
     CreateNamespaceRequest,
     CreateNamespaceResponse,
@@ -38,19 +36,18 @@ from ..rules.requests import (
     OVERWRITE,
     RESTRICT,
     SKIP,
+    RequestInput,
     coerce_request,
 )
 from ..rules.requests import request_id as _raw_id
 from ..rules.requests import request_mode as _mode
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
+from .core import CatalogCore
 
 
-class NamespaceOps:
+class NamespaceOps(CatalogCore):
     """CreateNamespace, DescribeNamespace, NamespaceExists, DropNamespace, ListNamespaces."""
 
-    def create_namespace(self: CatalogCore, request: Any = None) -> CreateNamespaceResponse:
+    def create_namespace(self, request: RequestInput = None) -> CreateNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("create namespace", raw_id):
             req = coerce_request(request, CreateNamespaceRequest)
@@ -82,7 +79,7 @@ class NamespaceOps:
                 return CreateNamespaceResponse(properties=existing or {})
             return CreateNamespaceResponse(properties=self._stored_properties(properties))
 
-    def describe_namespace(self: CatalogCore, request: Any = None) -> DescribeNamespaceResponse:
+    def describe_namespace(self, request: RequestInput = None) -> DescribeNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("describe namespace", raw_id):
             req = coerce_request(request, DescribeNamespaceRequest)
@@ -94,7 +91,7 @@ class NamespaceOps:
                 raise lance_error(NamespaceNotFoundError, describe(path))
             return DescribeNamespaceResponse(properties=properties)
 
-    def namespace_exists(self: CatalogCore, request: Any = None) -> None:
+    def namespace_exists(self, request: RequestInput = None) -> None:  # type: ignore[override]
         raw_id = _raw_id(request)
         with self._operation("check namespace", raw_id):
             req = coerce_request(request, NamespaceExistsRequest)
@@ -102,7 +99,7 @@ class NamespaceOps:
             if path and self._catalog_get_namespace(path) is None:
                 raise lance_error(NamespaceNotFoundError, describe(path))
 
-    def drop_namespace(self: CatalogCore, request: Any = None) -> DropNamespaceResponse:
+    def drop_namespace(self, request: RequestInput = None) -> DropNamespaceResponse:
         raw_id = _raw_id(request)
         with self._operation("drop namespace", raw_id):
             req = coerce_request(request, DropNamespaceRequest)
@@ -137,7 +134,7 @@ class NamespaceOps:
                     raise
             return DropNamespaceResponse()
 
-    def list_namespaces(self: CatalogCore, request: Any = None) -> ListNamespacesResponse:
+    def list_namespaces(self, request: RequestInput = None) -> ListNamespacesResponse:
         raw_id = _raw_id(request)
         with self._operation("list namespaces of", raw_id):
             req = coerce_request(request, ListNamespacesRequest)

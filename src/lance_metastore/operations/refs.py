@@ -8,7 +8,7 @@ record: on ``managed_by=impl`` tables they answer the spec's unsupported error."
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_namespace import (
     CreateTableBranchRequest,
@@ -36,15 +36,14 @@ from lance_namespace.errors import (
     TableVersionNotFoundError,
     UnsupportedOperationError,
 )
-from lance_namespace_urllib3_client.models import BranchContents, TagContents
+from lance_namespace_urllib3_client.models.branch_contents import BranchContents
+from lance_namespace_urllib3_client.models.tag_contents import TagContents
 
 from ..rules.errors import lance_error
 from ..rules.identifiers import describe
-from ..rules.requests import coerce_request, request_id
+from ..rules.requests import RequestInput, coerce_request, request_id
+from .core import CatalogCore
 from .datasets import lance_errors
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
 
 
 def _check_ref_name(name: str, what: str) -> str:
@@ -53,16 +52,16 @@ def _check_ref_name(name: str, what: str) -> str:
     return name
 
 
-def _reference(version: int, branch: str | None, what: str) -> Any:
+def _reference(version: int, branch: str | None, what: str) -> int | tuple[str, int]:
     if version < 1:
         raise lance_error(TableVersionNotFoundError, f"version {version} of {what}")
     return (branch, version) if branch else version
 
 
-class TableRefOps:
+class TableRefOps(CatalogCore):
     """Tags (list, get, create, update, delete) and branches (list, create, delete)."""
 
-    def list_table_tags(self: CatalogCore, request: Any = None) -> ListTableTagsResponse:
+    def list_table_tags(self, request: RequestInput = None) -> ListTableTagsResponse:
         with self._operation("list tags of table", request_id(request)):
             req = coerce_request(request, ListTableTagsRequest)
             path, name, entry = self._lance_table(req.id)
@@ -85,7 +84,7 @@ class TableRefOps:
             )
             return ListTableTagsResponse(tags={k: contents[k] for k in keys}, page_token=token)
 
-    def get_table_tag_version(self: CatalogCore, request: Any = None) -> GetTableTagVersionResponse:
+    def get_table_tag_version(self, request: RequestInput = None) -> GetTableTagVersionResponse:
         with self._operation("read a tag of table", request_id(request)):
             req = coerce_request(request, GetTableTagVersionRequest)
             path, name, entry = self._lance_table(req.id)
@@ -100,7 +99,7 @@ class TableRefOps:
                 version=found[tag]["version"], branch=found[tag].get("branch")
             )
 
-    def create_table_tag(self: CatalogCore, request: Any = None) -> CreateTableTagResponse:
+    def create_table_tag(self, request: RequestInput = None) -> CreateTableTagResponse:
         with self._operation("create a tag of table", request_id(request)):
             req = coerce_request(request, CreateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -111,7 +110,7 @@ class TableRefOps:
                 dataset.tags.create(tag, _reference(req.version, req.branch, target))
             return CreateTableTagResponse()
 
-    def update_table_tag(self: CatalogCore, request: Any = None) -> UpdateTableTagResponse:
+    def update_table_tag(self, request: RequestInput = None) -> UpdateTableTagResponse:
         with self._operation("move a tag of table", request_id(request)):
             req = coerce_request(request, UpdateTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -122,7 +121,7 @@ class TableRefOps:
                 dataset.tags.update(tag, _reference(req.version, req.branch, target))
             return UpdateTableTagResponse()
 
-    def delete_table_tag(self: CatalogCore, request: Any = None) -> DeleteTableTagResponse:
+    def delete_table_tag(self, request: RequestInput = None) -> DeleteTableTagResponse:
         with self._operation("delete a tag of table", request_id(request)):
             req = coerce_request(request, DeleteTableTagRequest)
             path, name, entry = self._lance_table(req.id)
@@ -132,7 +131,7 @@ class TableRefOps:
                 dataset.tags.delete(tag)
             return DeleteTableTagResponse()
 
-    def list_table_branches(self: CatalogCore, request: Any = None) -> ListTableBranchesResponse:
+    def list_table_branches(self, request: RequestInput = None) -> ListTableBranchesResponse:
         with self._operation("list branches of table", request_id(request)):
             req = coerce_request(request, ListTableBranchesRequest)
             path, name, entry = self._lance_table(req.id)
@@ -161,7 +160,7 @@ class TableRefOps:
                 branches={k: contents[k] for k in keys}, page_token=token
             )
 
-    def create_table_branch(self: CatalogCore, request: Any = None) -> CreateTableBranchResponse:
+    def create_table_branch(self, request: RequestInput = None) -> CreateTableBranchResponse:
         with self._operation("create a branch of table", request_id(request)):
             req = coerce_request(request, CreateTableBranchRequest)
             path, name, entry = self._lance_table(req.id)
@@ -187,7 +186,7 @@ class TableRefOps:
                 dataset.create_branch(branch, reference, self.storage_options or None)
             return CreateTableBranchResponse()
 
-    def delete_table_branch(self: CatalogCore, request: Any = None) -> DeleteTableBranchResponse:
+    def delete_table_branch(self, request: RequestInput = None) -> DeleteTableBranchResponse:
         with self._operation("delete a branch of table", request_id(request)):
             req = coerce_request(request, DeleteTableBranchRequest)
             path, name, entry = self._lance_table(req.id)

@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
 
 from lance_namespace import (
     DeclareTableRequest,
@@ -40,24 +39,23 @@ from ..rules.identifiers import Path, describe
 from ..rules.requests import (
     CREATE,
     OVERWRITE,
+    RequestInput,
     coerce_request,
 )
 from ..rules.requests import request_id as _raw_id
 from ..rules.requests import request_mode as _mode
 from ..rules.schema import CatalogColumn, catalog_columns
 from ..rules.tables import TableEntry
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
+from .core import CatalogCore
 
 logger = logging.getLogger("lance_metastore")
 
 
-class TableOps:
+class TableOps(CatalogCore):
     """ListTables, DeclareTable, RegisterTable, DescribeTable, TableExists, DeregisterTable,
     DropTable."""
 
-    def list_tables(self: CatalogCore, request: Any = None) -> ListTablesResponse:
+    def list_tables(self, request: RequestInput = None) -> ListTablesResponse:
         raw_id = _raw_id(request)
         with self._operation("list tables of", raw_id):
             req = coerce_request(request, ListTablesRequest)
@@ -81,11 +79,11 @@ class TableOps:
             )
             return ListTablesResponse(tables=names, page_token=token)
 
-    def _has_data(self: CatalogCore, path: Path, name: str) -> bool:
+    def _has_data(self, path: Path, name: str) -> bool:
         entry = self._catalog_get_table(path, name)
         return entry is not None and self._has_committed_data(entry)
 
-    def declare_table(self: CatalogCore, request: Any = None) -> DeclareTableResponse:
+    def declare_table(self, request: RequestInput = None) -> DeclareTableResponse:
         raw_id = _raw_id(request)
         with self._operation("declare table", raw_id):
             req = coerce_request(request, DeclareTableRequest)
@@ -107,11 +105,11 @@ class TableOps:
                 managed_versioning=self._managed_versioning(entry),
             )
 
-    def create_empty_table(self: CatalogCore, request: Any = None) -> DeclareTableResponse:
+    def create_empty_table(self, request: RequestInput = None) -> DeclareTableResponse:  # type: ignore[override]
         """Deprecated name of :meth:`declare_table`, still called by older Lance clients."""
         return self.declare_table(request)
 
-    def register_table(self: CatalogCore, request: Any = None) -> RegisterTableResponse:
+    def register_table(self, request: RequestInput = None) -> RegisterTableResponse:
         raw_id = _raw_id(request)
         with self._operation("register table", raw_id):
             req = coerce_request(request, RegisterTableRequest)
@@ -142,7 +140,7 @@ class TableOps:
             return RegisterTableResponse(location=location, properties=parameters)
 
     def _reregister(
-        self: CatalogCore, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> dict[str, str]:
         """One conditional replacement of an existing entry by ``entry`` (register overwrite);
         the parameters written. The same managed dataset registered again never takes the
@@ -159,9 +157,7 @@ class TableOps:
         self._catalog_replace_table(path, existing, replacement, columns)
         return parameters
 
-    def _adopt_latest_version(
-        self: CatalogCore, location: str, parameters: dict[str, str]
-    ) -> dict[str, str]:
+    def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
         """Registering a dataset as catalog-managed: the catalog starts at its latest version."""
         version = self._open_dataset(location).version
         local = tables.plain_location(location) or location
@@ -171,7 +167,7 @@ class TableOps:
         commit = versions.Commit(version, record.manifest_path, None, None, scheme)
         return commit.parameters(parameters)
 
-    def describe_table(self: CatalogCore, request: Any = None) -> DescribeTableResponse:
+    def describe_table(self, request: RequestInput = None) -> DescribeTableResponse:
         raw_id = _raw_id(request)
         with self._operation("describe table", raw_id):
             req = coerce_request(request, DescribeTableRequest)
@@ -201,20 +197,20 @@ class TableOps:
                 is_only_declared=only_declared,
             )
 
-    def _background(self: CatalogCore) -> ThreadPoolExecutor:
+    def _background(self) -> ThreadPoolExecutor:
         with self._state_lock:
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(2, thread_name_prefix="lance-metastore")
             return self._executor
 
-    def table_exists(self: CatalogCore, request: Any = None) -> None:
+    def table_exists(self, request: RequestInput = None) -> None:  # type: ignore[override]
         raw_id = _raw_id(request)
         with self._operation("check table", raw_id):
             req = coerce_request(request, TableExistsRequest)
             path, name = self._table_path(req.id)
             self._require_lance_table(path, name)
 
-    def deregister_table(self: CatalogCore, request: Any = None) -> DeregisterTableResponse:
+    def deregister_table(self, request: RequestInput = None) -> DeregisterTableResponse:
         raw_id = _raw_id(request)
         with self._operation("deregister table", raw_id):
             req = coerce_request(request, DeregisterTableRequest)
@@ -225,7 +221,7 @@ class TableOps:
                 id=[*path, name], location=entry.location, properties=dict(entry.parameters)
             )
 
-    def drop_table(self: CatalogCore, request: Any = None) -> DropTableResponse:
+    def drop_table(self, request: RequestInput = None) -> DropTableResponse:
         raw_id = _raw_id(request)
         with self._operation("drop table", raw_id):
             req = coerce_request(request, DropTableRequest)
@@ -245,7 +241,7 @@ class TableOps:
                     kept,
                 )
                 answer[locations.DATA_KEPT_KEY] = kept
-            elif has_data:
+            elif has_data and entry.location is not None:  # has_data implies a location
                 import lance
 
                 try:

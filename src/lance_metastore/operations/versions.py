@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
 
 from lance_namespace import (
     BatchDeleteTableVersionsRequest,
@@ -33,23 +32,22 @@ from ..rules import tables, versions
 from ..rules.errors import lance_error
 from ..rules.identifiers import Path, describe
 from ..rules.requests import (
+    RequestInput,
     coerce_request,
 )
 from ..rules.requests import request_id as _raw_id
 from ..rules.tables import TableEntry
-
-if TYPE_CHECKING:
-    from .core import CatalogCore
+from .core import CatalogCore
 
 # How long a commit refused by a write that left its version free is made again (Lance's own
 # retry window for a commit is 30 s).
 COMMIT_RETRY_SECONDS = 10.0
 
 
-class VersionOps:
+class VersionOps(CatalogCore):
     """The managed-versioning operations; every commit is a compare-and-set on the entry."""
 
-    def _require_managed_table(self: CatalogCore, path: Path, name: str) -> TableEntry:
+    def _require_managed_table(self, path: Path, name: str) -> TableEntry:
         entry = self._require_lance_table(path, name)
         if not self._managed_versioning(entry):
             raise InvalidInputError(
@@ -58,7 +56,7 @@ class VersionOps:
             )
         return entry
 
-    def create_table_version(self: CatalogCore, request: Any = None) -> CreateTableVersionResponse:
+    def create_table_version(self, request: RequestInput = None) -> CreateTableVersionResponse:
         raw_id = _raw_id(request)
         with self._operation("commit a version of table", raw_id):
             req = coerce_request(request, CreateTableVersionRequest)
@@ -77,7 +75,7 @@ class VersionOps:
             return CreateTableVersionResponse(version=finalized)
 
     def _commit_next(
-        self: CatalogCore,
+        self,
         path: Path,
         name: str,
         version: int,
@@ -111,18 +109,18 @@ class VersionOps:
                     raise
                 entry = current
 
-    def _versions_of_creation(self: CatalogCore, entry: TableEntry) -> int:
+    def _versions_of_creation(self, entry: TableEntry) -> int:
         """The versions a managed table's creator wrote straight to storage before its first
         commit through the catalog (lance-spark's ``CREATE TABLE`` writes the empty version 1
         so after ``declare_table``): the first commit continues after them. Once the catalog
         records a commit, only the catalog counts."""
         location = tables.plain_location(entry.location)
-        if self._dataset_schema(location) is None:
+        if location is None or self._dataset_schema(location) is None:
             return 0
         return int(self._open_dataset(location).version)
 
     def _finalize(
-        self: CatalogCore,
+        self,
         entry: TableEntry,
         committed: Mapping[str, str],
         records: list[TableVersion],
@@ -141,13 +139,13 @@ class VersionOps:
         )
         return finalized
 
-    def _latest_record(self: CatalogCore, entry: TableEntry) -> TableVersion | None:
+    def _latest_record(self, entry: TableEntry) -> TableVersion | None:
         """The latest version's record, naming its final manifest once that exists."""
         location = tables.plain_location(entry.location) or ""
         scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
         return self._manifests.answer(location, versions.latest_record(entry.parameters), scheme)
 
-    def _version_records(self: CatalogCore, entry: TableEntry) -> list[Any]:
+    def _version_records(self, entry: TableEntry) -> list[TableVersion]:
         """Every visible version record, ascending.
 
         Commits are contiguous by construction (each must be latest + 1), so the catalog
@@ -171,7 +169,7 @@ class VersionOps:
             records.append(latest)
         return records
 
-    def list_table_versions(self: CatalogCore, request: Any = None) -> ListTableVersionsResponse:
+    def list_table_versions(self, request: RequestInput = None) -> ListTableVersionsResponse:
         raw_id = _raw_id(request)
         with self._operation("list versions of table", raw_id):
             req = coerce_request(request, ListTableVersionsRequest)
@@ -194,9 +192,7 @@ class VersionOps:
                 versions=[records[k] for k in keys if k in records], page_token=token
             )
 
-    def describe_table_version(
-        self: CatalogCore, request: Any = None
-    ) -> DescribeTableVersionResponse:
+    def describe_table_version(self, request: RequestInput = None) -> DescribeTableVersionResponse:
         raw_id = _raw_id(request)
         with self._operation("describe a version of table", raw_id):
             req = coerce_request(request, DescribeTableVersionRequest)
@@ -220,7 +216,7 @@ class VersionOps:
             )
 
     def batch_delete_table_versions(
-        self: CatalogCore, request: Any = None
+        self, request: RequestInput = None
     ) -> BatchDeleteTableVersionsResponse:
         raw_id = _raw_id(request)
         with self._operation("delete version records of table", raw_id):

@@ -8,6 +8,7 @@ for tests and embedding. Clients: ``lance_namespace.connect("rest", {"uri": url}
 
 from __future__ import annotations
 
+from ..rules.loopback import is_loopback
 from .access import OPERATION_PRIVILEGES, AccessControl, Policy, Privilege
 from .app import MAX_JSON_DEPTH, create_app
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge
@@ -29,7 +30,6 @@ from .server import (
     ExposureError,
     RestServer,
     check_exposure,
-    is_loopback,
     serve,
 )
 from .statuses import http_status

@@ -52,6 +52,7 @@ with requires_extra("server"):
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
+    from starlette.types import Scope
 
 logger = logging.getLogger("lance_metastore.rest")
 
@@ -63,7 +64,7 @@ OPENAPI_PATH = "/openapi.json"
 
 
 def error_response(
-    code: int, message: str, scope: dict[str, Any] | None = None, status: int | None = None
+    code: int, message: str, scope: Scope | None = None, status: int | None = None
 ) -> JSONResponse:
     """The spec's error body; ``status`` overrides the code's own (404 for unknown routes)."""
     if scope is not None:
@@ -313,7 +314,7 @@ def _check_access(
     return denial
 
 
-def _refused(denial: Denial, scope: dict[str, Any]) -> Response:
+def _refused(denial: Denial, scope: Scope) -> Response:
     note(scope, denied=denial.needed)
     return error_response(denial.code, denial.message, scope, status=denial.status)
 
@@ -416,7 +417,7 @@ def _request_model(
     return operation.request.model_validate(fields)
 
 
-def _reconcile_id(given: Any, route_id: str, delimiter: str) -> list[str]:
+def _reconcile_id(given: object, route_id: str, delimiter: str) -> list[str]:
     """The request's id: the route's, or the body's when both name the same object.
 
     They name the same object when the body's id, joined by the delimiter, is the route's
@@ -453,7 +454,7 @@ def _json_object(body: bytes, what: str) -> dict[str, Any]:
     return value
 
 
-def _nested_deeper_than(value: Any, limit: int) -> bool:
+def _nested_deeper_than(value: object, limit: int) -> bool:
     """Whether arrays and objects in ``value`` nest more than ``limit`` levels (no recursion)."""
     pending: list[tuple[Any, int]] = [(value, 1)]
     while pending:
@@ -472,7 +473,7 @@ def _query_fields(model: type[BaseModel]) -> dict[str, Any]:
     return {(info.alias or name): info.annotation for name, info in model.model_fields.items()}
 
 
-def _query_value(key: str, annotation: Any, values: list[str]) -> Any:
+def _query_value(key: str, annotation: object, values: list[str]) -> object:
     kind = wire_kind(annotation)
     value = values[-1]
     if kind == "list":
@@ -515,13 +516,13 @@ def _validation_message(operation: Operation, error: ValidationError) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True, exclude_none=True)
     return value
 
 
-def _context_headers(result: Any) -> dict[str, str]:
+def _context_headers(result: object) -> dict[str, str]:
     """Response ``context`` entries named ``header.<name>`` travel as response headers."""
     context = getattr(result, "context", None) or {}
     return {
@@ -548,6 +549,8 @@ def _render(operation: Operation, result: Any) -> Response:
         count = result if isinstance(result, int) else getattr(result, "count", None)
         if count is None and isinstance(result, dict):
             count = result.get("count")
+        if count is None:
+            raise TypeError(f"{type(result).__name__} answered no count")
         return JSONResponse(int(count), headers=headers)
     if reply is Reply.TEXT:
         return JSONResponse(shareable(str(result), secrets), headers=headers)

@@ -90,6 +90,7 @@ def declared_decoded_bytes(message: ipc.Message) -> int:
         return 0
     compressed = metadata.field(batch, _BATCH_COMPRESSION) is not None
     body = message.body
+    assert body is not None  # a message with buffers has a body
     total = 0
     for offset, length in metadata.structs(batch, _BATCH_BUFFERS, _BUFFER_STRUCT):
         if offset < 0 or length < 0 or offset + length > body.size:

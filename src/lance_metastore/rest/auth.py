@@ -123,7 +123,7 @@ def read_secrets_file(path: str, what: str) -> dict[str, list[str]]:
     text = read_private_file(path, what, lambda _: None)  # the CLI warns once, at start
     try:
         content = json.loads(text)
-    except ValueError as error:
+    except json.JSONDecodeError as error:  # what json.loads raises for bad text
         raise ValueError(f"The {what} {path} is not valid JSON: {error.msg}") from None
     if not isinstance(content, dict):
         raise ValueError(f"The {what} {path} must hold a JSON object of principal: secret")

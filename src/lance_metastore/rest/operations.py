@@ -12,7 +12,6 @@ import enum
 import typing
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 import lance_namespace_urllib3_client.models as models
 from pydantic import BaseModel
@@ -59,7 +58,8 @@ class Operation:
 
     @cached_property
     def request(self) -> type[BaseModel]:
-        return getattr(models, self.request_model)
+        model: type[BaseModel] = getattr(models, self.request_model)
+        return model
 
     @cached_property
     def response(self) -> type[BaseModel] | None:
@@ -200,7 +200,7 @@ OPERATIONS: tuple[Operation, ...] = (
 BY_NAME = {op.name: op for op in OPERATIONS}
 
 
-def wire_kind(annotation: Any) -> str:
+def wire_kind(annotation: object) -> str:
     """The wire shape of a field: int, bool, list, dict or str (Optional/Annotated unwrapped).
 
     The app parses query parameters by it and the OpenAPI document describes them by it.

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lance_namespace.errors import (
     InternalError,
@@ -21,6 +21,9 @@ from lance_namespace.errors import (
 )
 
 from .tables import LANCE_SUFFIX
+
+if TYPE_CHECKING:
+    from lance_namespace import LanceNamespace
 
 REGISTERED, SKIPPED, FAILED, PLANNED = "registered", "skipped", "failed", "planned"
 
@@ -78,7 +81,7 @@ class BulkRegistration:
 
 
 def register_many(
-    ns: Any,
+    ns: LanceNamespace,
     namespace_id: Sequence[str],
     directory: Path,
     *,

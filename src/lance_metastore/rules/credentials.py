@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from lance_namespace.errors import (
@@ -40,6 +40,9 @@ from lance_namespace.errors import (
 from .config import Property, Settings, boolean, one_of
 from .extras import requires_extra
 from .redaction import VENDED_CREDENTIALS_MARKER, VENDOR_PREFIX, looks_secret
+
+if TYPE_CHECKING:  # the stub package of boto3-stubs[sts] (dev only)
+    from mypy_boto3_sts import STSClient
 
 logger = logging.getLogger("lance_metastore.credentials")
 
@@ -213,7 +216,7 @@ class CredentialVendor:
         self._lock = threading.Lock()
         self._cache: dict[tuple[str, str], _Vended] = {}
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
-        self._sts: Any = None
+        self._sts: STSClient | None = None
         if self.enabled and not settings[f"{PREFIX}aws_role_arn"]:
             raise InvalidInputError(
                 f"{PREFIX}enabled=true requires {PREFIX}aws_role_arn (the role to assume)"
@@ -310,7 +313,7 @@ class CredentialVendor:
         )
         return _Vended(options, expires_at, issued + (expires_at - issued) * 3 / 4)
 
-    def _sts_client(self) -> Any:
+    def _sts_client(self) -> STSClient:
         with self._lock:
             if self._sts is None:
                 with requires_extra("aws"):  # only a vending namespace needs boto3

@@ -22,7 +22,7 @@ _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 Path = tuple[str, ...]
 
 
-def split_identifier(value: str | Sequence[str] | None, delimiter: str = DELIMITER) -> Path:
+def split_identifier(value: object, delimiter: str = DELIMITER) -> Path:
     """Turn any accepted identifier form into a tuple of parts (not yet validated).
 
     ``None`` and ``[]`` are the root. A string is split on the delimiter; so is every element

@@ -24,12 +24,15 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lance_namespace import TableVersion
 
 from . import versions
 from .config import s3_flag, s3_option
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem, S3FileSystem
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +41,7 @@ logger = logging.getLogger(__name__)
 _KNOWN_FINAL_LIMIT = 4096
 
 
-def _s3_filesystem(options: Mapping[str, str]) -> Any:
+def _s3_filesystem(options: Mapping[str, str]) -> S3FileSystem:
     """An S3 filesystem from Lance's storage options (object_store's key names)."""
     from pyarrow import fs
 
@@ -54,7 +57,7 @@ def _s3_filesystem(options: Mapping[str, str]) -> Any:
         session_token=s3_option(options, "session_token"),
         region=s3_option(options, "region"),
         endpoint_override=endpoint,
-        scheme=scheme,
+        scheme=scheme,  # type: ignore[arg-type]  # None is pyarrow's default; its stubs omit it
         force_virtual_addressing=s3_flag(options, "virtual_hosted_style"),
     )
 
@@ -64,7 +67,7 @@ class ManifestFiles:
 
     def __init__(self, storage_options: Mapping[str, str]) -> None:
         self._options = dict(storage_options)
-        self._filesystems: dict[str, Any] = {}
+        self._filesystems: dict[str, FileSystem] = {}
         self._known_final: OrderedDict[str, None] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -81,7 +84,7 @@ class ManifestFiles:
         number, separator, _ = name.partition(".manifest-")
         return bool(separator) and number.isdigit() and "/" not in name
 
-    def _filesystem(self, location: str) -> tuple[Any, str]:
+    def _filesystem(self, location: str) -> tuple[FileSystem, str]:
         """The filesystem holding ``location`` and the location's path within it."""
         from pyarrow import fs
 
@@ -104,7 +107,7 @@ class ManifestFiles:
 
     def _files(
         self, location: str, record: TableVersion, naming_scheme: str | None
-    ) -> tuple[Any, str, str]:
+    ) -> tuple[FileSystem, str, str]:
         """The filesystem, the staging manifest and the final manifest of ``record``."""
         filesystem, root = self._filesystem(location)
         directory = f"{root}/_versions"
@@ -112,7 +115,7 @@ class ManifestFiles:
         final = f"{directory}/{versions.manifest_name(record.version, naming_scheme)}"
         return filesystem, staging, final
 
-    def _is_final(self, filesystem: Any, final: str, record: TableVersion) -> bool:
+    def _is_final(self, filesystem: FileSystem, final: str, record: TableVersion) -> bool:
         """Whether ``record``'s manifest has its final copy (known, or seen on storage)."""
         with self._lock:
             if record.manifest_path in self._known_final:
@@ -167,7 +170,7 @@ class ManifestFiles:
         return self._final_record(location, record, naming_scheme)
 
     @staticmethod
-    def _copy(filesystem: Any, source: str, target: str) -> None:
+    def _copy(filesystem: FileSystem, source: str, target: str) -> None:
         from pyarrow import fs
 
         if isinstance(filesystem, fs.LocalFileSystem):

@@ -8,7 +8,7 @@ for "no arguments", or a ``$``-joined string as the id. All of them become the m
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from lance_namespace.errors import InvalidInputError
 from pydantic import BaseModel, ValidationError
@@ -17,6 +17,10 @@ from .identifiers import split_identifier
 
 M = TypeVar("M", bound=BaseModel)
 
+# A request as callers pass it (the model, a dict, None, ...): any object, which
+# :func:`coerce_request` turns into the model or refuses.
+RequestInput: TypeAlias = object
+
 # Request modes, as the spec spells them; matched case-insensitively, "_" optional.
 CREATE, EXIST_OK, OVERWRITE = "create", "exist_ok", "overwrite"
 FAIL, SKIP = "fail", "skip"
@@ -24,7 +28,7 @@ RESTRICT, CASCADE = "restrict", "cascade"
 APPEND = "append"
 
 
-def coerce_request(request: Any, model: type[M]) -> M:
+def coerce_request(request: RequestInput, model: type[M]) -> M:
     """Return ``request`` as an instance of ``model``, or raise InvalidInputError (13)."""
     if isinstance(request, model):
         return request
@@ -55,7 +59,7 @@ def coerce_request(request: Any, model: type[M]) -> M:
         raise InvalidInputError(f"Invalid {model.__name__}: {problems}") from None
 
 
-def request_id(request: Any) -> Any:
+def request_id(request: RequestInput) -> object:
     """The raw ``id`` of a request in any shape, for naming it before it is validated."""
     if request is None:
         return None

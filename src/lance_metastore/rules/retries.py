@@ -26,7 +26,8 @@ class Backoff:
 
     def step(self, attempt: int) -> float:
         """The un-jittered delay before retry number ``attempt`` (0-based)."""
-        return min(self.cap, self.base * 2 ** min(attempt, 62))
+        delay: float = min(self.cap, self.base * 2 ** min(attempt, 62))
+        return delay
 
     def delay(self, attempt: int) -> float:
         step = self.step(attempt)

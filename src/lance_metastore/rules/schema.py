@@ -11,6 +11,7 @@ fall back to ``string`` (a column list must never stop a registration), Spark re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 
@@ -105,7 +106,7 @@ def sql_type(data_type: pa.DataType) -> SqlType:
         name = "timestamp" if data_type.tz is not None else "timestamp_ntz"
         return SqlType(name, arrow=str(data_type))
     if any(_is(data_type, check) for check in _LISTS):
-        item = data_type.value_field
+        item = cast("pa.ListType[pa.DataType]", data_type).value_field
         element = SqlField(item.name, sql_type(item.type), item.nullable)
         return SqlType("array", element=element, arrow=str(data_type))
     if pa.types.is_map(data_type):

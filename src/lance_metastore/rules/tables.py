@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import overload
 
 from lance_namespace.errors import InvalidInputError
 
@@ -116,6 +117,10 @@ def table_parameters(
     return params
 
 
+@overload
+def plain_location(location: str) -> str: ...
+@overload
+def plain_location(location: str | None) -> str | None: ...
 def plain_location(location: str | None) -> str | None:
     """``file:/x`` and ``file:///x`` (as Hive qualifies local paths) become ``/x``."""
     if location and location.startswith("file:"):

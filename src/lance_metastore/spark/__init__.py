@@ -16,10 +16,13 @@ session (the data source is imported on first use).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..rules.extras import requires_extra
 from .sql import sql_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = [
     "FILTER_PUSHDOWN_CONF",
@@ -44,7 +47,7 @@ _LAZY = {
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def register(spark: Any, *, filter_pushdown: bool = True) -> None:
+def register(spark: SparkSession, *, filter_pushdown: bool = True) -> None:
     """Register format ``"lance"`` with a SparkSession.
 
     ``filter_pushdown`` also turns on Spark's Python filter pushdown for the session (off by
@@ -67,7 +70,7 @@ def register(spark: Any, *, filter_pushdown: bool = True) -> None:
     use_in_this_thread(spark)
 
 
-def use_in_this_thread(spark: Any) -> None:
+def use_in_this_thread(spark: SparkSession) -> None:
     """Make ``spark`` the active session of the calling thread.
 
     Spark finds Python data sources through the JVM thread's active session; a driver thread
@@ -90,13 +93,13 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(f".{module}", __name__), name)
 
 
-def _parallelism(spark: Any) -> int:
+def _parallelism(spark: SparkSession) -> int:
     from .reader import DEFAULT_PARTITIONS
 
     try:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # Spark Connect has no SparkContext
         try:
-            return max(1, int(spark.conf.get("spark.default.parallelism")))
+            return max(1, int(str(spark.conf.get("spark.default.parallelism"))))
         except Exception:
             return DEFAULT_PARTITIONS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -28,6 +28,9 @@ from .options import Location
 from .plan import OP_APPEND, WritePlan
 from .reader import open_dataset
 
+if TYPE_CHECKING:
+    from lance import LanceDataset
+
 logger = logging.getLogger("lance_metastore.spark")
 
 
@@ -36,7 +39,7 @@ def commit_operation(
     operation: Any,
     read_version: int | None,
     properties: Mapping[str, str] | None = None,
-) -> Any:
+) -> LanceDataset:
     """One Lance commit of ``operation`` on the table (through its catalog when the catalog
     manages its versions), recording ``properties`` in the commit's transaction.
 

@@ -47,6 +47,9 @@ _COMPARISONS = {
     EqualNullSafe: "IS NOT DISTINCT FROM",
 }
 
+# The filters with one compared value (the keys above), for the type checker.
+_COMPARED = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualNullSafe)
+
 _STRING_FUNCTIONS = {
     StringStartsWith: "starts_with",
     StringEndsWith: "ends_with",
@@ -180,6 +183,7 @@ def to_sql(filter: Filter, schema: pa.Schema, names: Mapping[str, str]) -> str |
         return None
     operator = _COMPARISONS.get(type(filter))
     if operator is not None:
+        assert isinstance(filter, _COMPARED)
         literal = _literal(filter.value, kind)
         if literal is None:
             if isinstance(filter, EqualNullSafe) and filter.value is None:
@@ -195,8 +199,10 @@ def to_sql(filter: Filter, schema: pa.Schema, names: Mapping[str, str]) -> str |
             return None
         return f"{column} IN ({', '.join(literals)})"  # type: ignore[arg-type]
     function = _STRING_FUNCTIONS.get(type(filter))
-    if function is not None and kind == "string" and isinstance(filter.value, str):
-        return f"{function}({column}, {_string(filter.value)})"
+    if function is not None and kind == "string":
+        assert isinstance(filter, (StringStartsWith, StringEndsWith, StringContains))
+        if isinstance(filter.value, str):
+            return f"{function}({column}, {_string(filter.value)})"
     return None
 
 

@@ -265,12 +265,12 @@ class _TaskRecorder:
 
 
 try:
-    from lance.fragment import FragmentWriteProgress as _ProgressBase
+    from lance.progress import FragmentWriteProgress as _ProgressBase
 except ImportError:  # pragma: no cover - older pylance
     _ProgressBase = object  # type: ignore[assignment,misc]
 
 
-class _FileTracker(_ProgressBase):  # type: ignore[misc,valid-type]
+class _FileTracker(_ProgressBase):
     """Lance's progress hook: hands every finished data file to the task's recorder."""
 
     def __init__(self, recorder: _TaskRecorder) -> None:

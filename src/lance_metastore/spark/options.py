@@ -24,12 +24,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..impls import connect as connect_namespace
 from ..rules.config import boolean, positive_int
 from ..rules.identifiers import DELIMITER, join_identifier, parse_identifier
 from ..rules.redaction import STORAGE_PREFIX, VENDED_CREDENTIALS_MARKER
+
+if TYPE_CHECKING:
+    from lance_namespace import LanceNamespace
 
 # The data source's own options; all others go to the namespace.
 SOURCE_OPTIONS = frozenset(
@@ -150,11 +153,11 @@ class Target:
 
 
 _MAX_CLIENTS = 8
-_CLIENTS: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Any] = OrderedDict()
+_CLIENTS: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], LanceNamespace] = OrderedDict()
 _CLIENTS_LOCK = threading.Lock()
 
 
-def connect(impl: str, properties: Mapping[str, str]) -> Any:
+def connect(impl: str, properties: Mapping[str, str]) -> LanceNamespace:
     """A namespace client, shared within this process for the same configuration.
 
     Spark reuses its Python workers, so planning one read after another in the same worker

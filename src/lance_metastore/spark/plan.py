@@ -207,9 +207,9 @@ def with_compression(schema: pa.Schema, compression: str) -> pa.Schema:
         ):
             metadata = dict(arrow_field.metadata or {})
             metadata[COMPRESSION_KEY.encode()] = compression.encode()
-            arrow_field = arrow_field.with_metadata(metadata)
+            arrow_field = arrow_field.with_metadata(metadata)  # type: ignore[arg-type]  # invariant
         fields.append(arrow_field)
-    return pa.schema(fields, metadata=schema.metadata)
+    return pa.schema(fields, metadata=schema.metadata)  # type: ignore[arg-type]  # stubs: invariant
 
 
 def _storage_version(dataset: Any) -> str | None:

@@ -18,7 +18,7 @@ import datetime as dt
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
@@ -27,6 +27,11 @@ from pyspark.sql.types import StructType
 from ..rules.errors import is_lance_missing
 from .options import Location, OptionError, Target, int_option
 from .types import castable, conform, spark_arrow_schema, spark_type_or_none
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
+    from lance.fragment import LanceFragment
+    from pyspark.sql.datasource import Filter
 
 DEFAULT_BATCH_SIZE = 256 * 1024
 DEFAULT_BATCH_BYTES = 16 * 1024 * 1024
@@ -61,7 +66,16 @@ class LancePartition(InputPartition):
         self.version = version
 
 
-def open_dataset(location: Location, version: int | str | None = None, asof: Any = None) -> Any:
+def fragment_of(dataset: LanceDataset, fragment_id: int) -> LanceFragment:
+    """A fragment of the version the work was planned from (so it exists there)."""
+    fragment = dataset.get_fragment(fragment_id)
+    assert fragment is not None
+    return fragment
+
+
+def open_dataset(
+    location: Location, version: int | str | None = None, asof: Any = None
+) -> LanceDataset:
     """The table's dataset; a catalog-managed table (``managed_versioning``) is opened through
     its catalog, which alone knows its versions (their manifests keep staging names); so is
     one whose credentials the catalog vended, so Lance refreshes them before they expire."""
@@ -149,7 +163,7 @@ def resolve_snapshot(target: Target, options: Mapping[str, str]) -> Snapshot:
     return Snapshot(location, int(dataset.version), dataset.schema)
 
 
-def open_existing(location: Location, version: int | None = None) -> Any:
+def open_existing(location: Location, version: int | None = None) -> LanceDataset | None:
     """The table's dataset, or None when it has none yet (declared but never written)."""
     try:
         return open_dataset(location, version)
@@ -216,14 +230,17 @@ class LanceReader(DataSourceReader):
         return self.plan(open_dataset(self.snapshot.location, self.snapshot.version))
 
     def plan(
-        self, dataset: Any, fragment_ids: set[int] | None = None, version: int | None = None
+        self,
+        dataset: LanceDataset,
+        fragment_ids: set[int] | None = None,
+        version: int | None = None,
     ) -> list[InputPartition]:
         """Balanced partitions: about the same number of rows each, fragments kept whole
         where they fit and split into row ranges where a partition boundary falls inside.
         ``fragment_ids`` limits the read to those fragments; ``version`` is recorded in the
         partitions (the streaming source reads a new version in each micro-batch)."""
         # With a filter, ranges are physical row addresses; without, rows as Lance counts them.
-        fragments = [
+        counted = [
             (
                 f.fragment_id,
                 f.metadata.physical_rows if self.filter else f.metadata.num_rows,
@@ -232,7 +249,7 @@ class LanceReader(DataSourceReader):
             for f in dataset.get_fragments()
             if fragment_ids is None or f.fragment_id in fragment_ids
         ]
-        fragments = [(fid, span) for fid, span, rows in fragments if rows > 0]
+        fragments = [(fid, span) for fid, span, rows in counted if rows > 0]
         total = sum(span for _, span in fragments)
         if total == 0:
             return [LancePartition([], version)]
@@ -285,7 +302,7 @@ class LanceReader(DataSourceReader):
         target = spark_arrow_schema(self.schema)
         names = [*self.columns, ROW_ADDRESS] if self.row_address else self.columns
         dataset = open_dataset(self.snapshot.location, version)
-        whole = [dataset.get_fragment(fid) for fid, start, _ in pieces if start is None]
+        whole = [fragment_of(dataset, fid) for fid, start, _ in pieces if start is None]
         scanners = []
         if whole:
             scanners.append(
@@ -296,7 +313,7 @@ class LanceReader(DataSourceReader):
         for fid, start, end in pieces:
             if start is None or end is None:
                 continue
-            fragment = dataset.get_fragment(fid)
+            fragment = fragment_of(dataset, fid)
             if self.filter:
                 base = fid << 32
                 scanners.append(
@@ -328,7 +345,7 @@ class FilteringLanceReader(LanceReader):
     """A reader that also takes Spark's pushed filters (needs Spark 4.1+ with
     ``spark.sql.python.filterPushdown.enabled=true``, which :func:`register` sets)."""
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # pyspark's Filter objects
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         from . import filters as sql_filters
 
         pairs = zip(self.data_schema, self.columns, strict=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition, WriterCommitMessage
@@ -34,7 +34,9 @@ from .reader import LanceReader, Snapshot, open_dataset, open_existing
 try:
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 except ImportError:  # pyspark 4.0: no Arrow stream writers (stream_writer refuses)
-    from pyspark.sql.datasource import DataSourceStreamWriter as DataSourceStreamArrowWriter
+    from pyspark.sql.datasource import (  # type: ignore[assignment]
+        DataSourceStreamWriter as DataSourceStreamArrowWriter,
+    )
 
 from .commit import commit_job, delete_job_files
 from .fragments import (
@@ -47,6 +49,9 @@ from .fragments import (
 )
 from .plan import OP_SKIP, WritePlan, deregister
 from .writer import LanceWriter
+
+if TYPE_CHECKING:
+    from lance import LanceDataset
 
 logger = logging.getLogger("lance_metastore.spark")
 
@@ -90,7 +95,7 @@ def _as_uri(path: str) -> str:
     return path if "://" in path else "file://" + path
 
 
-def committed_batch(dataset: Any, query_id: str, lookback: int) -> int | None:
+def committed_batch(dataset: LanceDataset, query_id: str, lookback: int) -> int | None:
     """The last batch id of ``query_id`` among the table's latest ``lookback`` versions."""
     latest = int(dataset.version)
     for version in range(latest, max(0, latest - lookback), -1):
@@ -104,7 +109,8 @@ def committed_batch(dataset: Any, query_id: str, lookback: int) -> int | None:
     return None
 
 
-class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
+# pyspark declares ``write`` on row iterators; its Arrow writers take record batches.
+class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):  # type: ignore[misc]
     """Appends (append mode) or replaces (complete mode) the table once per micro-batch.
 
     The plan is made when the query starts; each commit looks at the table as it is then
@@ -143,6 +149,7 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):
         if append and not fragments:
             ledger.remove()
             return  # an empty micro-batch appends nothing
+        operation: lance.LanceOperation.BaseOperation
         if append:
             operation = lance.LanceOperation.Append(fragments)
         else:
@@ -205,14 +212,16 @@ class LanceStreamReader(DataSourceStreamReader):
     def name(self) -> str:
         return self.snapshot.location.name
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         return {"version": self.starting_version}
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(
+        self, start: dict[str, int] | None = None, limit: Any = None
+    ) -> dict[str, int]:
         dataset = open_dataset(self.snapshot.location)
         return {"version": int(dataset.version)}
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> Sequence[InputPartition]:
         first, last = int(start["version"]), int(end["version"])
         if last <= first:
             return []
@@ -228,7 +237,7 @@ class LanceStreamReader(DataSourceStreamReader):
             return []
         return self.batch_reader.plan(dataset, added, last)
 
-    def _check_schema(self, dataset: Any, version: int) -> None:
+    def _check_schema(self, dataset: LanceDataset, version: int) -> None:
         if dataset.schema.remove_metadata() != self.snapshot.schema.remove_metadata():
             raise ValueError(
                 f"Version {version} of {self.name!r} changed the table's schema; a Lance "
@@ -236,7 +245,7 @@ class LanceStreamReader(DataSourceStreamReader):
                 "new checkpoint to read the new schema"
             )
 
-    def _check_appends_only(self, dataset: Any, first: int, last: int) -> None:
+    def _check_appends_only(self, dataset: LanceDataset, first: int, last: int) -> None:
         for version in range(first + 1, last + 1):
             transaction = dataset.read_transaction(version)
             kind = type(transaction.operation).__name__ if transaction else "unknown"

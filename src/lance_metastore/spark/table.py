@@ -26,9 +26,9 @@ and nothing changes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError
@@ -37,9 +37,15 @@ from .commit import commit_operation
 from .fragments import JobLedger, LanceCommitMessage, fragments_of
 from .options import Location, parse_target
 from .plan import OP_APPEND, WritePlan
-from .reader import ROW_ADDRESS, Snapshot, open_dataset, resolve_snapshot
+from .reader import ROW_ADDRESS, Snapshot, fragment_of, open_dataset, resolve_snapshot
 from .types import target_schema
 from .writer import LanceWriter
+
+if TYPE_CHECKING:
+    from lance import LanceOperation
+    from lance.fragment import FragmentMetadata
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 _MESSAGE_SCHEMA = "message string"
 
@@ -58,13 +64,13 @@ class ChangeResult:
 class LanceTable:
     """A Lance table, by catalog name or path, for row-level changes and reads."""
 
-    def __init__(self, spark: Any, options: Mapping[str, str]) -> None:
+    def __init__(self, spark: SparkSession, options: Mapping[str, str]) -> None:
         self.spark = spark
         self.options = {str(k): str(v) for k, v in options.items()}
         self.target = parse_target(self.options)
 
     @classmethod
-    def for_name(cls, spark: Any, name: str, **options: Any) -> LanceTable:
+    def for_name(cls, spark: SparkSession, name: str, **options: str) -> LanceTable:
         """The table ``name`` (a ``$``-joined id) of the catalog that option ``impl`` names;
         the options are the data source's (docs/spark.md)."""
         if not options.get("impl"):
@@ -75,7 +81,7 @@ class LanceTable:
         return cls(spark, {**options, "path": name})
 
     @classmethod
-    def for_path(cls, spark: Any, uri: str, **options: Any) -> LanceTable:
+    def for_path(cls, spark: SparkSession, uri: str, **options: str) -> LanceTable:
         """The Lance dataset at ``uri``, with no catalog."""
         if options.get("impl"):
             raise InvalidInputError("LanceTable.for_path takes no 'impl'; use for_name")
@@ -85,7 +91,7 @@ class LanceTable:
     def name(self) -> str:
         return self.target.name
 
-    def to_df(self, columns: Sequence[str] | None = None) -> Any:
+    def to_df(self, columns: Sequence[str] | None = None) -> DataFrame:
         """The table's latest version as a DataFrame; ``columns`` reads only those."""
         reader = self.spark.read.format("lance").options(**self.options)
         if columns:
@@ -116,12 +122,12 @@ class LanceTable:
         ]
         return _Change(self, snapshot, matched.select(ROW_ADDRESS, *columns), None).run()
 
-    def merge(self, source: Any, on: str | Sequence[str]) -> MergeBuilder:
+    def merge(self, source: DataFrame, on: str | Sequence[str]) -> MergeBuilder:
         """Merge ``source`` into the table. ``on``: column names present in both (equality
         on each), or a Spark SQL condition over ``target.<col>`` and ``source.<col>``."""
         return MergeBuilder(self, source, on)
 
-    def _snapshot_and_rows(self) -> tuple[Snapshot, Any]:
+    def _snapshot_and_rows(self) -> tuple[Snapshot, DataFrame]:
         """The table's current version, pinned, and its rows with their addresses."""
         snapshot = resolve_snapshot(self.target, self.options)
         options = {**self.options, "version": str(snapshot.version), "row_address": "true"}
@@ -178,7 +184,7 @@ class MergeBuilder:
         joined = source.join(target, _join_condition(self.on, names, source_columns), "left")
         matched = F.col(f"target.{ROW_ADDRESS}").isNotNull()
 
-        def from_source(name: str) -> Any:
+        def from_source(name: str) -> Column:
             column = source_columns.get(name.lower())
             if column is None:
                 raise TableColumnNotFoundError(
@@ -272,7 +278,7 @@ class _Change:
             JobLedger(writer.plan.location, writer.plan.job_id).remove()
         return ChangeResult(int(dataset.version), deleted, written)
 
-    def _plan(self, spark_schema: Any) -> WritePlan:
+    def _plan(self, spark_schema: StructType) -> WritePlan:
         location = self.snapshot.location
         dataset = open_dataset(location, self.snapshot.version)
         schema = target_schema(spark_schema, dataset.schema, append=True, where=repr(location.name))
@@ -286,7 +292,7 @@ class _Change:
             data_storage_version=str(dataset.data_storage_version),
         )
 
-    def _delete_rows(self, changes: Any) -> tuple[list[Any], list[int], int]:
+    def _delete_rows(self, changes: DataFrame) -> tuple[list[FragmentMetadata], list[int], int]:
         """Deletion files for the rows to remove, written by tasks grouped by fragment:
         (fragments with new deletion files, fragments left empty, rows removed)."""
         from lance.fragment import FragmentMetadata
@@ -307,7 +313,7 @@ class _Change:
         removed = [int(r["id"]) for r in results if r["fragment"] is None]
         return updated, removed, sum(int(r["rows"]) for r in results)
 
-    def _write_rows(self, rows: Any, writer: LanceWriter) -> list[LanceCommitMessage]:
+    def _write_rows(self, rows: DataFrame, writer: LanceWriter) -> list[LanceCommitMessage]:
         def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             message = writer.write(batches)
             text = json.dumps(
@@ -324,8 +330,12 @@ class _Change:
         return messages
 
     def _operation(
-        self, updated: list[Any], removed: list[int], new: list[Any], predicate: str | None
-    ) -> Any:
+        self,
+        updated: list[FragmentMetadata],
+        removed: list[int],
+        new: list[FragmentMetadata],
+        predicate: str | None,
+    ) -> LanceOperation.BaseOperation:
         import lance
 
         if not updated and not removed:
@@ -337,14 +347,17 @@ class _Change:
         )
 
 
-def _delete_task(location: Location, version: int, name: str) -> Any:
+def _delete_task(
+    location: Location, version: int, name: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A task: the row addresses of its partition (whole fragments, thanks to the
     repartition) -> one deletion file per fragment, as JSON messages."""
 
     def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         offsets: dict[int, list[int]] = {}
         for batch in batches:
-            for address in batch.column(0).to_pylist():
+            # Row addresses are never null.
+            for address in cast("list[int]", batch.column(0).to_pylist()):
                 offsets.setdefault(address >> 32, []).append(address & 0xFFFFFFFF)
         if not offsets:
             return
@@ -356,7 +369,7 @@ def _delete_task(location: Location, version: int, name: str) -> Any:
                     f"Several source rows match the same row of {name!r} (fragment "
                     f"{fragment_id}); a merge must match each table row at most once"
                 )
-            metadata = dataset.get_fragment(fragment_id).delete_rows(rows)
+            metadata = fragment_of(dataset, fragment_id).delete_rows(rows)
             out.append(
                 json.dumps(
                     {
@@ -371,7 +384,7 @@ def _delete_task(location: Location, version: int, name: str) -> Any:
     return task
 
 
-def _condition(condition: str) -> Any:
+def _condition(condition: str) -> Column:
     from pyspark.sql import functions as F
 
     if not isinstance(condition, str) or not condition.strip():
@@ -398,7 +411,7 @@ def _assignments(snapshot: Snapshot, assignments: Mapping[str, str], what: str) 
     return resolved
 
 
-def _join_condition(on: str | Sequence[str], names: list[str], source: dict[str, str]) -> Any:
+def _join_condition(on: str | Sequence[str], names: list[str], source: dict[str, str]) -> Column:
     from pyspark.sql import functions as F
 
     by_lower = {n.lower(): n for n in names}
@@ -417,4 +430,5 @@ def _join_condition(on: str | Sequence[str], names: list[str], source: dict[str,
             )
         equal = F.col(f"target.`{column}`") == F.col(f"source.`{source_column}`")
         condition = equal if condition is None else condition & equal
+    assert condition is not None  # keys is not empty
     return condition

@@ -18,6 +18,7 @@ Lance ``fixed_size_list`` vector column stays one (:func:`target_schema`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema, to_arrow_type
@@ -144,7 +145,7 @@ def storage_type(data_type: DataType) -> pa.DataType:
     if isinstance(data_type, ArrayType):
         return pa.list_(pa.field("item", storage_type(data_type.elementType), nullable=True))
     if isinstance(data_type, MapType):
-        return pa.map_(
+        return pa.map_(  # type: ignore[call-overload,no-any-return]  # fields: stubs lack it
             pa.field("key", storage_type(data_type.keyType), nullable=False),
             pa.field("value", storage_type(data_type.valueType), nullable=True),
         )
@@ -197,7 +198,8 @@ def target_schema(
                     f"table but {got.simpleString()} in the data"
                 )
             fields.append(have)
-        return pa.schema(fields, metadata=existing.metadata)
+        # (pyarrow-stubs type metadata as an invariant dict of bytes or str.)
+        return pa.schema(fields, metadata=existing.metadata)  # type: ignore[arg-type]
     fields = []
     for spark_field in schema:
         natural = pa.field(spark_field.name, storage_type(spark_field.dataType), nullable=True)
@@ -238,7 +240,7 @@ def castable(got: DataType, want: DataType) -> bool:
     got, want = _nullable_type(got), _nullable_type(want)
     if got == want:
         return True
-    widening = {
+    widening: dict[type[DataType], tuple[type[DataType], ...]] = {
         ByteType: (ShortType, IntegerType, LongType, FloatType, DoubleType, DecimalType),
         ShortType: (IntegerType, LongType, FloatType, DoubleType, DecimalType),
         IntegerType: (LongType, DoubleType, DecimalType),
@@ -266,7 +268,7 @@ def _needs_wide_alignment(data_type: pa.DataType) -> bool:
     return any(_needs_wide_alignment(data_type.field(i).type) for i in range(data_type.num_fields))
 
 
-def _aligned(array: pa.Array) -> bool:
+def _aligned(array: pa.Array[Any]) -> bool:
     alignment = _WIDE if _needs_wide_alignment(array.type) else 8
     return all(b is None or b.address % alignment == 0 for b in array.buffers())
 
@@ -300,7 +302,7 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema, names: Sequence[str]) -> p
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def _cast(column: pa.Array, data_type: pa.DataType, name: str) -> pa.Array:
+def _cast(column: pa.Array[Any], data_type: pa.DataType, name: str) -> pa.Array[Any]:
     try:
         return column.cast(data_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:

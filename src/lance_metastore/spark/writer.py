@@ -40,7 +40,8 @@ class LanceWriter(DataSourceArrowWriter):
     def __init__(self, plan: WritePlan) -> None:
         self.plan = plan
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:
+    # pyspark's Arrow writer takes record batches where its base class declares rows.
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> LanceCommitMessage:  # type: ignore[override]
         plan = self.plan
         if plan.operation == OP_SKIP:
             return LanceCommitMessage()

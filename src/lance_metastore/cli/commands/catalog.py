@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,9 @@ from ...rules.identifiers import join_identifier
 from ...rules.redaction import masked
 from ..app import JsonFlag, running
 from ..config import ConfigError
+
+if TYPE_CHECKING:
+    from lance_namespace import LanceNamespace, ListNamespacesResponse, ListTablesResponse
 
 DEFAULT_PAGE_SIZE = 100
 
@@ -61,7 +64,7 @@ class Node:
 
 
 def list_all(
-    ns: Any, kind: str, path: list[str], page_size: int, on_page: Callable[[int], None]
+    ns: LanceNamespace, kind: str, path: list[str], page_size: int, on_page: Callable[[int], None]
 ) -> list[str]:
     """Every name of a listing, page by page (``limit`` and ``page_token``)."""
     from lance_namespace import ListNamespacesRequest, ListTablesRequest
@@ -70,13 +73,16 @@ def list_all(
     token: str | None = None
     seen: set[str] = set()
     while True:
+        response: ListNamespacesResponse | ListTablesResponse
         if kind == "namespaces":
-            request = ListNamespacesRequest(id=list(path), limit=page_size, page_token=token)
-            response = ns.list_namespaces(request)
+            response = ns.list_namespaces(
+                ListNamespacesRequest(id=list(path), limit=page_size, page_token=token)
+            )
             page = response.namespaces
         else:
-            request = ListTablesRequest(id=list(path), limit=page_size, page_token=token)
-            response = ns.list_tables(request)
+            response = ns.list_tables(
+                ListTablesRequest(id=list(path), limit=page_size, page_token=token)
+            )
             page = response.tables
         names.extend(page or [])
         on_page(len(names))
@@ -87,7 +93,11 @@ def list_all(
 
 
 def build_tree(
-    ns: Any, describe: Callable[[str], None], path: list[str], recursive: bool, page_size: int
+    ns: LanceNamespace,
+    describe: Callable[[str], None],
+    path: list[str],
+    recursive: bool,
+    page_size: int,
 ) -> Node:
     from lance_namespace.errors import (
         InvalidInputError,
@@ -160,7 +170,7 @@ def ls_command(
 # --------------------------------------------------------------------------------------------
 
 
-def id_forms(ns: Any, parts: list[str]) -> tuple[bool, bool]:
+def id_forms(ns: LanceNamespace, parts: list[str]) -> tuple[bool, bool]:
     """Whether ``parts`` is well-formed as (a table id, a namespace id) for this catalog."""
     is_table, is_namespace = getattr(ns, "is_table_id", None), getattr(ns, "is_namespace_id", None)
     if is_table is None or is_namespace is None:  # another implementation: guess by depth
@@ -168,7 +178,7 @@ def id_forms(ns: Any, parts: list[str]) -> tuple[bool, bool]:
     return is_table(parts), is_namespace(parts)
 
 
-def describe_table_doc(ns: Any, parts: list[str]) -> dict[str, Any]:
+def describe_table_doc(ns: LanceNamespace, parts: list[str]) -> dict[str, Any]:
     from lance_namespace import DescribeTableRequest
 
     response = ns.describe_table(DescribeTableRequest(id=list(parts), check_declared=True))
@@ -196,7 +206,7 @@ def describe_table_doc(ns: Any, parts: list[str]) -> dict[str, Any]:
     return document
 
 
-def dataset_facts(ns: Any, table_id: list[str]) -> dict[str, Any]:
+def dataset_facts(ns: LanceNamespace, table_id: list[str]) -> dict[str, Any]:
     """The current version, row count and schema of a table's dataset (opened through the
     namespace, as every Lance client opens it)."""
     import lance
@@ -212,14 +222,14 @@ def dataset_facts(ns: Any, table_id: list[str]) -> dict[str, Any]:
     }
 
 
-def describe_namespace_doc(ns: Any, parts: list[str]) -> dict[str, Any]:
+def describe_namespace_doc(ns: LanceNamespace, parts: list[str]) -> dict[str, Any]:
     from lance_namespace import DescribeNamespaceRequest
 
     response = ns.describe_namespace(DescribeNamespaceRequest(id=list(parts)))
     return {"kind": "namespace", "id": list(parts), "properties": dict(response.properties or {})}
 
 
-def describe_either(ns: Any, parts: list[str]) -> dict[str, Any]:
+def describe_either(ns: LanceNamespace, parts: list[str]) -> dict[str, Any]:
     """A table if the id can only name one, a namespace likewise; else a table first."""
     from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
 

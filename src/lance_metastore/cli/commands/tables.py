@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from ...rules.bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
-from ...rules.errors import scrub
 from ...rules.identifiers import join_identifier
 from ...rules.locations import DATA_KEPT_KEY
+from ...rules.redaction import scrub
 from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
 
