@@ -11,8 +11,8 @@ unknown target.
 
 ``GlueEmulator`` serves one endpoint on 127.0.0.1 (an OS-chosen port): requests whose
 ``X-Amz-Target`` is ``AWSGlue.*`` are answered by the emulator, everything else (STS, S3, IAM,
-``/moto-api/``) is relayed unchanged to moto's ``ThreadedMotoServer`` as shipped (its server
-mode: https://docs.getmoto.org/en/latest/docs/server_mode.html). The emulator adds test hooks:
+``/moto-api/``) is relayed unchanged to moto's ``ThreadedMotoServer`` as shipped (moto's public
+server-mode entry point, ``moto.server``). The emulator adds test hooks:
 fault injection, a pause hook (``hold``), a request log (``recording``), signature checks
 (``check_signatures``) and a principal whose policy grants no catalog action
 (``catalog_api_denied``).
