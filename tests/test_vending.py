@@ -562,7 +562,7 @@ def test_spark_executors_receive_only_the_token_and_vend_for_themselves(glue: An
     not (Path(__file__).parents[1] / ".venv-sql" / "bin" / "python").exists(),
     reason="lance-spark's SQL catalog runs in .venv-sql (scripts/setup.sh makes it)",
 )
-def test_lance_spark_sql_catalog_without_aws_credentials(glue: Any, s3_lake, tmp_path: Path):
+def test_lance_spark_sql_catalog_without_aws_credentials(s3_catalog: Any, s3_lake, tmp_path: Path):
     """lance-spark 0.4.0's SQL catalog (impl=rest) in a Spark whose process holds no AWS
     credentials: it creates, appends to and reads an S3 table with vended credentials (its
     readers and writers refresh them through LanceNamespaceStorageOptionsProvider)."""
@@ -570,20 +570,21 @@ def test_lance_spark_sql_catalog_without_aws_credentials(glue: Any, s3_lake, tmp
 
     from lance_metastore.spark.sql import sql_conf
 
-    ns = glue.connect(**vending_properties(s3_lake))
-    db = glue.unique("sql")
+    ns = s3_catalog.connect(**vending_properties(s3_lake))
+    db = s3_catalog.db(s3_catalog.unique("sql"))  # ["sql_.."] on Glue, ["hive", "sql_.."] on Hive 3
+    name = ".".join(db)
     with RestServer(ns) as server:
         conf = sql_conf(server.url, "vended", spark_version="3.5")
         env = scrubbed_environment(tmp_path / "home")
         env.update({k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "SPARK_HOME")})
         with SqlSession(conf, tmp_path / "spark-sql.log", env=env) as sql:
-            sql.sql(f"CREATE NAMESPACE vended.{db}")
-            sql.sql(f"CREATE TABLE vended.{db}.events AS SELECT id FROM range(100)")
-            sql.sql(f"INSERT INTO vended.{db}.events SELECT id FROM range(100, 150)")
-            assert sql.sql(f"SELECT count(*), max(id) FROM vended.{db}.events") == [(150, 149)]
-    described = ns.describe_table({"id": [db, "events"], "vend_credentials": False})
+            sql.sql(f"CREATE NAMESPACE IF NOT EXISTS vended.{name}")
+            sql.sql(f"CREATE TABLE vended.{name}.events AS SELECT id FROM range(100)")
+            sql.sql(f"INSERT INTO vended.{name}.events SELECT id FROM range(100, 150)")
+            assert sql.sql(f"SELECT count(*), max(id) FROM vended.{name}.events") == [(150, 149)]
+    described = ns.describe_table({"id": [*db, "events"], "vend_credentials": False})
     assert described.location.startswith(f"s3://{s3_lake['bucket']}/")
-    assert lance.dataset(namespace_client=ns, table_id=[db, "events"]).count_rows() == 150
+    assert lance.dataset(namespace_client=ns, table_id=[*db, "events"]).count_rows() == 150
     log = (tmp_path / "spark-sql.log").read_text(errors="replace")
     assert not [s for s in VENDOR_CREDENTIALS if s in log]
 
