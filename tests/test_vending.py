@@ -417,6 +417,28 @@ def test_emulator_evaluates_allow_resource_and_prefix_condition():
     assert not is_allowed(deny, *s3_request("GET", "/lake/wh/db/t.lance/x", ""))
 
 
+def test_emulator_judges_a_multi_object_delete_per_key():
+    from support.session_policy_s3 import is_allowed, s3_requests
+
+    write = session_policy("lake", "wh/db/t.lance", "write")
+
+    def bulk(*keys: str) -> list[tuple[str, str, dict[str, str]]]:
+        objects = "".join(f"<Object><Key>{key}</Key></Object>" for key in keys)
+        body = f'<Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/">{objects}</Delete>'
+        return s3_requests("POST", "/lake", "delete=", body.encode())
+
+    inside = bulk("wh/db/t.lance/data/a", "wh/db/t.lance/_jobs/b")
+    assert [resource for _, resource, _ in inside] == [
+        "arn:aws:s3:::lake/wh/db/t.lance/data/a",
+        "arn:aws:s3:::lake/wh/db/t.lance/_jobs/b",
+    ]
+    assert all(is_allowed(write, *asked) for asked in inside)
+    outside = bulk("wh/db/t.lance/data/a", "wh/db/other.lance/data/b")
+    assert not all(is_allowed(write, *asked) for asked in outside)
+    read = session_policy("lake", "wh/db/t.lance", "read")
+    assert not any(is_allowed(read, *asked) for asked in inside)
+
+
 @pytest.fixture
 def enforced_lake(glue: Any, s3_lake: dict[str, str]) -> Any:
     from support.session_policy_s3 import SessionPolicyS3
@@ -478,6 +500,29 @@ def test_vended_credentials_are_refused_outside_their_table_and_rights(glue: Any
     written.put_object(Bucket=bucket, Key=f"{mine_key}/data/part-1", Body=b"x")
     with pytest.raises(ClientError, match="AccessDenied"):
         written.put_object(Bucket=bucket, Key=f"{theirs_key}/data/part-1", Body=b"x")
+
+
+def test_emulator_relays_an_objects_length_on_head(enforced_lake):
+    """HEAD answers carry no body but the object's length, which readers size their reads by."""
+    lake = enforced_lake
+    own = _s3_with({"aws_endpoint": lake["endpoint"], **_server_keys()})
+    own.put_object(Bucket=lake["bucket"], Key="lake/t.lance/sized", Body=b"12345")
+    assert own.head_object(Bucket=lake["bucket"], Key="lake/t.lance/sized")["ContentLength"] == 5
+
+
+def test_emulator_refuses_unvended_keys_while_only_vended(enforced_lake):
+    from botocore.exceptions import ClientError
+
+    lake, proxy = enforced_lake, enforced_lake["proxy"]
+    own = _s3_with({"aws_endpoint": lake["endpoint"], **_server_keys()})
+    own.put_object(Bucket=lake["bucket"], Key="lake/t.lance/before", Body=b"x")
+    with proxy.only_vended():
+        with pytest.raises(ClientError, match="AccessDenied"):
+            own.get_object(Bucket=lake["bucket"], Key="lake/t.lance/before")
+        with pytest.raises(ClientError, match="AccessDenied"):
+            own.put_object(Bucket=lake["bucket"], Key="lake/t.lance/during", Body=b"x")
+    assert len(proxy.refusals) == 2
+    assert own.get_object(Bucket=lake["bucket"], Key="lake/t.lance/before")["Body"].read()
 
 
 def _server_keys() -> dict[str, str]:
@@ -556,6 +601,81 @@ def test_spark_executors_receive_only_the_token_and_vend_for_themselves(glue: An
         on_executor = pickle.loads(shipped)
         assert_vended(on_executor.storage_options, s3_lake["endpoint"])
         assert open_dataset(on_executor).count_rows() == 3
+
+
+SPARK_JOB_TIMEOUT_SECONDS = 420
+# What scrubbed_environment sets: where no config is, and no instance metadata. No credential.
+NON_CREDENTIAL_AWS_VARIABLES = {
+    "AWS_EC2_METADATA_DISABLED",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+}
+
+
+def test_spark_job_through_the_server_uses_only_vended_credentials(
+    spark_installed: None, glue: Any, enforced_lake, tmp_path: Path
+):
+    """Our Python data source with ``impl=rest`` and a token, in a Spark (local[2]) whose
+    driver and Python workers hold no AWS credentials and no ~/.aws: it reads an S3 table by
+    name, appends to it from two partitions and reads it again. Storage sits behind the
+    session-policy emulator, which during the job refuses every S3 request not signed with
+    vended credentials, so a leak of the vendor's or the server's own keys would fail it."""
+    lake, proxy = enforced_lake, enforced_lake["proxy"]
+    ns = glue.connect(**vending_properties(lake))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    table_id = [*db, "events"]
+    lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
+
+    token = "spark-job-token-" + uuid.uuid4().hex[:8]
+    env = scrubbed_environment(tmp_path / "home")
+    env.update({k: v for k, v in os.environ.items() if k in ("JAVA_HOME", "SPARK_HOME")})
+    env.update(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    assert not [k for k in env if k.startswith("AWS_") and k not in NON_CREDENTIAL_AWS_VARIABLES]
+    with RestServer(ns, auth_token=token) as server:
+        job = {
+            "table": "$".join(table_id),
+            "options": {
+                "impl": "rest",
+                "uri": server.url,
+                "header.Authorization": f"Bearer {token}",
+            },
+            "rows": [[10, "x"], [11, "y"], [12, "z"]],
+        }
+        proxy.signers.clear()
+        with proxy.only_vended():
+            result = subprocess.run(
+                [sys.executable, "-m", "support.vended_spark_job", json.dumps(job)],
+                cwd=Path(__file__).parent,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=SPARK_JOB_TIMEOUT_SECONDS,
+            )
+        job_signers = set(proxy.signers)
+    assert result.returncode == 0, (proxy.refusals, result.stderr[-3000:])
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["before"] == 3
+    assert answer["ids"] == [1, 2, 3, 10, 11, 12]
+
+    # The Python workers (not the driver) held no AWS credential variable and no ~/.aws.
+    workers = answer["workers"]
+    assert workers and all(w["pid"] != answer["driver_pid"] for w in workers)
+    for worker in workers:
+        held = set(filter(None, worker["aws_variables"].split(",")))
+        assert held <= NON_CREDENTIAL_AWS_VARIABLES
+        assert not worker["aws_dir"]
+
+    # Every S3 request of the job was signed with vended credentials, none was refused.
+    assert job_signers and job_signers <= set(proxy.policies)
+    assert not job_signers & {*VENDOR_CREDENTIALS, "AKIASERVERSTORAGE01"}
+    assert not proxy.refusals
+    leaked = [s for s in VENDOR_CREDENTIALS if s in result.stdout + result.stderr]
+    assert not leaked
+    assert token not in result.stdout + result.stderr
+
+    # pylance in this process sees the appended rows.
+    assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
 
 
 @pytest.mark.skipif(

@@ -9,7 +9,9 @@ scoped credentials needs this: a loopback HTTP proxy in front of moto's server t
   session policy (read from the request's ``Policy`` and the answer's ``AccessKeyId``);
 - for S3 requests signed with such a key, evaluates the session policy for the request's
   action and resource (and the ``s3:prefix`` of a listing) and answers 403 AccessDenied as S3
-  does when it does not allow it; everything else is forwarded unchanged.
+  does when it does not allow it; everything else is forwarded unchanged, except inside
+  :meth:`SessionPolicyS3.only_vended`, where an S3 request not signed with vended credentials
+  (e.g. with a key a client should never have held) is refused too.
 
 The evaluator is deliberately small (no maintained library evaluates request context against
 IAM policies in Python: ``policyuniverse`` on PyPI expands and summarises policies, and no
@@ -26,10 +28,12 @@ import http.client
 import json
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, unquote, urlsplit
+from xml.etree import ElementTree
 
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/")
 _ACCESS_KEY = re.compile(r"<AccessKeyId>([^<]+)</AccessKeyId>")
@@ -91,8 +95,6 @@ def s3_request(method: str, path: str, query: str) -> tuple[str, str, dict[str, 
                 f"arn:aws:s3:::{bucket}",
                 {"s3:prefix": params.get("prefix", "")},
             )
-        if method == "POST" and "delete" in params:
-            return "s3:DeleteObject", f"arn:aws:s3:::{bucket}/*", {}
         return f"s3:{method}Bucket", f"arn:aws:s3:::{bucket}", {}
     resource = f"arn:aws:s3:::{bucket}/{key}"
     if method == "DELETE":
@@ -102,6 +104,22 @@ def s3_request(method: str, path: str, query: str) -> tuple[str, str, dict[str, 
     else:
         action = "s3:GetObject"
     return action, resource, {}
+
+
+def s3_requests(
+    method: str, path: str, query: str, body: bytes = b""
+) -> list[tuple[str, str, dict[str, str]]]:
+    """What S3 authorizes for a request: its one action, or for a multi-object delete
+    (``POST /bucket?delete``) one ``s3:DeleteObject`` per key its body names, as AWS does."""
+    bucket, _, key = unquote(path).lstrip("/").partition("/")
+    if method == "POST" and not key and "delete" in parse_qs(query, True):
+        names = [
+            element.text or ""
+            for element in ElementTree.fromstring(body or b"<Delete/>").iter()
+            if element.tag.rpartition("}")[2] == "Key"
+        ]
+        return [("s3:DeleteObject", f"arn:aws:s3:::{bucket}/{name}", {}) for name in names]
+    return [s3_request(method, path, query)]
 
 
 class SessionPolicyS3:
@@ -117,6 +135,7 @@ class SessionPolicyS3:
         self.refusals: list[tuple[str, str]] = []
         self.signers: list[str] = []
         self._lock = threading.Lock()
+        self._vended_only = False
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.endpoint = ""
@@ -136,6 +155,16 @@ class SessionPolicyS3:
             self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+    @contextmanager
+    def only_vended(self) -> Iterator[None]:
+        """Meanwhile, refuse S3 requests signed with anything but vended credentials (or not
+        signed): a test whose client may hold nothing else proves it used nothing else."""
+        self._vended_only = True
+        try:
+            yield
+        finally:
+            self._vended_only = False
 
     def remember(self, access_key: str, policy: dict[str, Any]) -> None:
         with self._lock:
@@ -171,11 +200,16 @@ class SessionPolicyS3:
                         proxy.remember(found.group(1), json.loads(form["Policy"][0]))
                     return self._answer(status, headers, answer)
                 policy = proxy.policy_of(self.headers)
-                if policy is not None:
-                    action, resource, context = s3_request(self.command, parts.path, parts.query)
-                    if not is_allowed(policy, action, resource, context):
+                if policy is not None or proxy._vended_only:
+                    asked = s3_requests(self.command, parts.path, parts.query, body)
+                    refused = [
+                        (action, resource)
+                        for action, resource, context in asked
+                        if policy is None or not is_allowed(policy, action, resource, context)
+                    ]
+                    if refused or (policy is None and not asked):
                         with proxy._lock:
-                            proxy.refusals.append((action, resource))
+                            proxy.refusals.extend(refused or [(self.command, parts.path)])
                         return self._deny()
                 self._answer(*self._forward(body))
 
@@ -194,10 +228,17 @@ class SessionPolicyS3:
 
             def _answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
                 self.send_response(status)
+                # A HEAD answer has no body but states the object's length: keep that one.
+                keep_length = self.command == "HEAD" and any(
+                    name.lower() == "content-length" for name, _ in headers
+                )
+                dropped = {"transfer-encoding", "connection"}
+                if not keep_length:
+                    dropped.add("content-length")
+                    self.send_header("Content-Length", str(len(body)))
                 for name, value in headers:
-                    if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                    if name.lower() not in dropped:
                         self.send_header(name, value)
-                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)
