@@ -20,6 +20,7 @@ columns mirror the final schema; the server still answers.
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import random
@@ -28,6 +29,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -110,6 +112,20 @@ def code_of(error: BaseException) -> int | None:
     return int(error.code) if isinstance(error, LanceNamespaceError) else None
 
 
+def retried_on_conflict(call: Callable[[], object], rng: random.Random, attempts: int = 6) -> None:
+    """Make ``call`` as a client does when Lance refuses a schema change preempted by a
+    concurrent append (14, "Please retry"): again, after a short jittered pause, a few times.
+    A schema change among eight appending clients may lose several races in a row."""
+    for attempt in range(attempts):
+        try:
+            call()
+            return
+        except Exception as error:
+            if code_of(error) != ErrorCode.CONCURRENT_MODIFICATION or attempt == attempts - 1:
+                raise
+            time.sleep(rng.uniform(0, 0.05 * 2**attempt))
+
+
 def test_eight_clients_racing_creates_appends_column_syncs_and_drops(served):
     harness, url, process, log = served
     setup = RestNamespace(uri=url)
@@ -149,15 +165,13 @@ def test_eight_clients_racing_creates_appends_column_syncs_and_drops(served):
                         returned[table].add(next_id)
                 elif action == "schema":
                     column = f"extra_{index}"
-                    ns.alter_table_add_columns(
-                        AlterTableAddColumnsRequest(
-                            id=[*db, table],
-                            new_columns=[{"name": column, "expression": "CAST(NULL AS STRING)"}],
-                        )
+                    add = AlterTableAddColumnsRequest(
+                        id=[*db, table],
+                        new_columns=[{"name": column, "expression": "CAST(NULL AS STRING)"}],
                     )
-                    ns.alter_table_drop_columns(
-                        AlterTableDropColumnsRequest(id=[*db, table], columns=[column])
-                    )
+                    drop = AlterTableDropColumnsRequest(id=[*db, table], columns=[column])
+                    retried_on_conflict(functools.partial(ns.alter_table_add_columns, add), rng)
+                    retried_on_conflict(functools.partial(ns.alter_table_drop_columns, drop), rng)
                 else:
                     made += 1
                     own = [*db, f"own_{index}_{made}"]
