@@ -10,9 +10,13 @@ logs a warning, and commits racing on the table pay for it in every attempt. So 
 does it, as Lance's own ``DirectoryNamespace`` does: it copies the manifest once, right after
 its compare-and-set, and from then on names the final path in every answer.
 
-Finalizing serves speed and tidiness, never correctness: when the copy fails or the process
-dies before it, answers keep naming the staging manifest and Lance finalizes it itself, as
-before. A staging manifest is deleted only one commit later, once its final copy exists: a
+Every answer names a final manifest whenever it can: a reader that asks between the writer's
+compare-and-set and its copy makes the copy itself (the version is committed once the catalog
+records it, so either copy holds the same manifest). This matters beyond speed: the Lance inside
+lance-spark 0.4.0 finalizes a staging name it is handed and then fails on ``put_if_exists``
+("not supported for namespace-backed stores"), so a Spark job racing another writer failed.
+Only when the copy cannot be made (storage refuses it) is the staging name answered.
+A staging manifest is deleted only one commit later, once its final copy exists: a
 reader handed the staging name just before the copy can still read it.
 """
 
@@ -150,11 +154,11 @@ class ManifestFiles:
     def finalize(
         self, location: str, record: TableVersion, naming_scheme: str | None
     ) -> TableVersion:
-        """Copy a just-committed staging manifest to its final name; the record to answer.
+        """Copy a committed staging manifest to its final name; the record to answer.
 
-        Only the writer whose compare-and-set recorded ``record`` calls this, so the final
-        name is either free or already holds a copy of the same manifest (a reader's Lance
-        finalized it first): it is never given anything else.
+        ``record`` is always one the catalog has recorded (the writer's, right after its
+        compare-and-set, or the latest a reader was answered), so the final name is either
+        free or already holds a copy of the same manifest: it is never given anything else.
         """
         if not self._is_staging_of(location, record):
             return record
@@ -223,13 +227,14 @@ class ManifestFiles:
     def answer(
         self, location: str, record: TableVersion | None, naming_scheme: str | None
     ) -> TableVersion | None:
-        """The record to answer for the latest version: its final manifest once it exists."""
+        """The record to answer for the latest (committed) version: its final manifest,
+        copied there now if the committing writer has not done so yet."""
         if record is None or not self._is_staging_of(location, record):
             return record
         try:
             filesystem, _, final = self._files(location, record, naming_scheme)
             if not self._is_final(filesystem, final, record):
-                return record
+                return self.finalize(location, record, naming_scheme)
         except Exception as error:
             logger.debug("could not look for the final manifest: %s", error)
             return record
