@@ -15,13 +15,13 @@ import socket
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..rules.aws_sessions import aws_session
 from ..rules.config import Settings
 from ..rules.errors import guard_library_logs, register_secrets
 from ..rules.extras import requires_extra
 
 with requires_extra("aws"):
     import boto3
-    import botocore.session
     from botocore.config import Config
     from botocore.credentials import RefreshableCredentials
     from botocore.utils import parse_timestamp
@@ -49,7 +49,7 @@ def _source_session(settings: Settings) -> boto3.Session:
         kwargs["profile_name"] = settings["profile_name"]
     if settings["region"]:
         kwargs["region_name"] = settings["region"]
-    return boto3.Session(**kwargs)
+    return aws_session(**kwargs)
 
 
 def _client_config(settings: Settings) -> Config:
@@ -151,9 +151,10 @@ def glue_session(settings: Settings) -> boto3.Session:
     assumed role is assumed once per session, not once per client)."""
     if not settings["assume_role_arn"]:
         return _source_session(settings)
-    core = botocore.session.get_session()
-    core._credentials = assumed_role_credentials(settings)  # type: ignore[attr-defined]
-    return boto3.Session(botocore_session=core, region_name=settings["region"])
+    session = aws_session(region_name=settings["region"])
+    # boto3 keeps its botocore session in ``_session``; refreshable credentials have no setter.
+    session._session._credentials = assumed_role_credentials(settings)  # type: ignore[attr-defined]
+    return session
 
 
 def glue_client(

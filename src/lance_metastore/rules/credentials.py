@@ -317,7 +317,7 @@ class CredentialVendor:
         with self._lock:
             if self._sts is None:
                 with requires_extra("aws"):  # only a vending namespace needs boto3
-                    import boto3
+                    from .aws_sessions import aws_session
 
                 settings = self._settings
                 kwargs: dict[str, Any] = {}
@@ -329,7 +329,7 @@ class CredentialVendor:
                     kwargs["aws_access_key_id"] = settings[f"{PREFIX}aws_access_key_id"]
                     kwargs["aws_secret_access_key"] = settings[f"{PREFIX}aws_secret_access_key"]
                     kwargs["aws_session_token"] = settings[f"{PREFIX}aws_session_token"]
-                self._sts = boto3.session.Session().client("sts", **kwargs)
+                self._sts = aws_session().client("sts", **kwargs)
             return self._sts
 
 
