@@ -73,30 +73,6 @@ def test_commits_name_their_final_manifest_and_reads_write_nothing(managed):
     assert manifests_of(location) == before
 
 
-def test_a_commit_whose_writer_died_before_the_copy_is_answered_final(backend: Harness, managed):
-    """A writer can die between the catalog's compare-and-set and its copy of the manifest to
-    the final name. Every later answer still names the final manifest: the first reader makes
-    the copy. (The Lance inside lance-spark 0.4.0, handed a staging name, fails its own
-    finalize with "put_if_exists is not supported for namespace-backed stores".)"""
-    ns, table_id = managed
-    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
-    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
-    location = ns.describe_table({"id": table_id}).location
-    [staging] = [n for n in manifests_of(location) if ".manifest-" in n]
-    final = staging.split("-", 1)[0]
-    Path(location, "_versions", final).unlink()  # the state the dead writer left
-
-    reader = backend.connect(managed_by="impl")  # knows nothing the writer's process knew
-    latest = reader.describe_table_version({"id": table_id}).version
-    assert latest.version == 2 and latest.manifest_path.endswith(f"_versions/{final}")
-    assert Path(location, "_versions", final).is_file()
-    newest = reader.list_table_versions({"id": table_id, "descending": True, "limit": 1})
-    assert newest.versions[0].manifest_path == latest.manifest_path
-    assert lance.dataset(namespace_client=reader, table_id=table_id).count_rows() == 4
-    lance.write_dataset(ROWS, namespace_client=reader, table_id=table_id, mode="append")
-    assert [n for n in manifests_of(location) if ".manifest-" in n] != [staging]
-
-
 def test_versions_removed_by_cleanup_are_not_listed(managed):
     """cleanup_old_versions deletes old manifests without telling the catalog: the listing
     and describe_table_version follow storage, not the catalog's count."""
@@ -285,19 +261,25 @@ def test_writer_killed_before_the_catalog_update(backend: Harness, managed):
 
 def test_writer_killed_after_the_catalog_update(backend: Harness, managed):
     """A writer dies after its commit is in the catalog, before it moved the manifest to the
-    final name: answers name the staging manifest, Lance finalizes it on the next open, and
-    from then on answers name the final one. Nothing is lost."""
+    final name. The first answer after it names the final manifest all the same: the answering
+    namespace makes the copy (the Lance inside lance-spark 0.4.0, handed a staging name, fails
+    its own finalize with "put_if_exists is not supported for namespace-backed stores").
+    Nothing is lost."""
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
     victim = run_worker(backend, table_id, 1, "--die-after-catalog-update")
     victim.communicate(timeout=120)
     assert victim.returncode == -signal.SIGKILL
     assert ns.describe_table({"id": table_id}).properties["version"] == "2"
-    staged = ns.describe_table_version({"id": table_id}).version.manifest_path
-    assert f"/_versions/{manifest_name(2, 'V2')}-" in f"/{staged}", staged
+    location = ns.describe_table({"id": table_id}).location
+    final_name = manifest_name(2, "V2")
+    assert not Path(location, "_versions", final_name).exists()  # the state the victim left
+    latest = ns.describe_table_version({"id": table_id}).version
+    assert latest.manifest_path.endswith(f"/_versions/{final_name}"), latest
+    assert Path(location, "_versions", final_name).is_file()
+    newest = ns.list_table_versions({"id": table_id, "descending": True, "limit": 1})
+    assert newest.versions[0].manifest_path == latest.manifest_path
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 4
-    final = ns.describe_table_version({"id": table_id}).version.manifest_path
-    assert final.endswith(f"/_versions/{manifest_name(2, 'V2')}"), final
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 6
     assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [1, 2, 3]

@@ -11,11 +11,14 @@ credentials, region and configuration.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
+from .extras import requires_extra
+
+with requires_extra("aws"):
     import boto3
-    from botocore.loaders import Loader
+    import botocore.session
+    from botocore.loaders import Loader, create_loader
 
 _loader: Loader | None = None
 _loader_lock = threading.Lock()
@@ -25,17 +28,12 @@ def _shared_loader() -> Loader:
     global _loader
     with _loader_lock:
         if _loader is None:
-            from botocore.loaders import create_loader
-
             _loader = create_loader()
         return _loader
 
 
 def aws_session(**kwargs: Any) -> boto3.Session:
     """``boto3.Session(**kwargs)`` on a botocore session that uses the process's loader."""
-    import boto3
-    import botocore.session
-
     core = botocore.session.get_session()
     core.register_component("data_loader", _shared_loader())
     return boto3.Session(botocore_session=core, **kwargs)
