@@ -6,13 +6,15 @@
 #
 #   bash scripts/test.sh            the full suite, every backend (what CI runs)
 #   bash scripts/test.sh --fast     lint, types, and every test once on one backend per
-#                                   family (hive2 on HMS 2.3, glue on the emulator), without
-#                                   Spark, other JVM servers or the `slow` tier
+#                                   family (hive2 on HMS 2.3, glue on the emulator; the REST
+#                                   suites over glue), without Spark, other JVM servers or the
+#                                   `slow` tier
 #
 # The full suite runs test files in parallel (pytest-xdist, `--dist loadfile`: a file's tests
 # stay in one worker, each worker starts the session servers its files need);
 # LANCE_METASTORE_TEST_WORKERS sets the number of workers (default 2, 0 runs in this process).
-# --fast runs in one process, so the HMS 2.3 starts once. Further arguments go to pytest.
+# --fast runs on the same workers with `--dist loadgroup`: the tests on the session's HMS 2.3
+# form one group (one worker), so that metastore starts once. Further arguments go to pytest.
 # Starts every server it needs itself (Hive Metastore, Glue/STS/S3 endpoint, Spark) on
 # 127.0.0.1 with ports chosen by the OS.
 set -euo pipefail
@@ -36,8 +38,12 @@ for path in src tests benchmarks examples; do [ -e "$path" ] && lint_paths+=("$p
 
 workers="${LANCE_METASTORE_TEST_WORKERS:-2}"
 parallel=()
-if [ "$fast" -eq 0 ] && [ "$workers" != "0" ]; then
-  parallel=(-n "$workers" --dist loadfile)
+if [ "$workers" != "0" ]; then
+  if [ "$fast" -eq 1 ]; then
+    parallel=(-n "$workers" --dist loadgroup)
+  else
+    parallel=(-n "$workers" --dist loadfile)
+  fi
 fi
 
 run_tier() {

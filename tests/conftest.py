@@ -9,7 +9,10 @@ parameter naming a backend fixture) a fixture listed in ``FIXTURE_MARKERS`` gets
 so ``-m "not jvm"`` or ``-m "not spark"`` select by what a test starts. ``--fast`` (the tier of
 ``scripts/test.sh --fast``) keeps one backend per family (``FAST_BACKENDS``: Hive 2 on the
 session's HMS 2.3, Glue on the emulator) and leaves out tests marked ``spark``, ``jvm`` or
-``slow``, and property-based tests draw at most ``support.examples.FAST_EXAMPLES`` examples.
+``slow``, runs the suites that go through the REST server over Glue only
+(``FAST_REST_BACKENDS``), and property-based tests draw at most
+``support.examples.FAST_EXAMPLES`` examples. Tests on the session's HMS 2.3 share the xdist
+group ``hms23``, so under ``--dist loadgroup`` that metastore starts in one worker only.
 
 Set ``LANCE_METASTORE_TEST_GLUE_REAL=1`` (see tests/support/glue_emulator.py) to run the Glue
 tests against real AWS Glue instead; emulator-only tests then skip.
@@ -72,6 +75,12 @@ FIXTURE_MARKERS: dict[str, tuple[str, ...]] = {
 }
 # One backend per family for ``--fast``; parameters naming the other backends are left out.
 FAST_BACKENDS = {"glue", "hive2"}
+# The REST server is one more client path over any backend: ``--fast`` runs the suites that go
+# through it (``support.rest.rest_backend``) once, over Glue, so each behaviour runs once there.
+FAST_REST_BACKENDS = {"glue"}
+# Under ``--dist loadgroup`` (the fast tier's two workers) every test on the session's HMS 2.3
+# goes to one worker, so that metastore starts once; the other tests fill the other worker.
+HMS23_GROUP = pytest.mark.xdist_group("hms23")
 BACKEND_FIXTURES = {str(getattr(b, "values", [b])[0]).replace("-", "_") for b in BACKENDS}
 FAST_LEAVES_OUT = {"spark", "jvm", "slow"}
 
@@ -106,6 +115,8 @@ def _fixture_closure(item: pytest.Item) -> set[str]:
         seen.add(name)
         for definition in manager.getfixturedefs(name, item) or ():
             pending.extend(definition.argnames)
+            # A module may take a fixture under another name (``backend = rest_backend``).
+            pending.append(getattr(definition.func, "__name__", name))
     return seen
 
 
@@ -117,19 +128,30 @@ def _named_backends(item: pytest.Item) -> set[str]:
     return values & BACKEND_FIXTURES
 
 
+def _left_out_of_fast(item: pytest.Item, used: set[str]) -> bool:
+    if {mark.name for mark in item.iter_markers()} & FAST_LEAVES_OUT:
+        return True
+    if "rest_backend" in used and _named_backends(item) - FAST_REST_BACKENDS:
+        return True
+    return bool(_named_backends(item) - FAST_BACKENDS)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's loadgroup reads the xdist_group markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    closures = {}
     for item in items:
-        used = _fixture_closure(item)
+        used = closures[item] = _fixture_closure(item)
         for fixture, markers in FIXTURE_MARKERS.items():
             if fixture in used:
                 for marker in markers:
                     item.add_marker(marker)
+        if "hive_metastore_uri" in used:
+            item.add_marker(HMS23_GROUP)
     if not config.getoption("--fast"):
         return
     kept, left_out = [], []
     for item in items:
-        markers = {mark.name for mark in item.iter_markers()}
-        if markers & FAST_LEAVES_OUT or _named_backends(item) - FAST_BACKENDS:
+        if _left_out_of_fast(item, closures[item]):
             left_out.append(item)
         else:
             kept.append(item)

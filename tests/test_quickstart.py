@@ -111,8 +111,9 @@ def test_the_readme_marks_the_walkthrough_runnable() -> None:
 
 @pytest.mark.timeout(1800)
 def test_readme_runnable_snippets_twice(
-    hive3, hive_metastore_uri: str, glue, tmp_path: Path
+    spark_installed: None, hive3, hive_metastore_uri: str, glue, tmp_path: Path
 ) -> None:
+    """Every runnable snippet, twice; the PySpark one starts Spark (hence ``spark``)."""
     hive3.reset()  # the snippets create hive$sales: start from an empty metastore
     addresses = {HMS_URI: hive_metastore_uri, GLUE_ENDPOINT: glue.emulator.endpoint}
     work = tmp_path / "work"
@@ -137,6 +138,7 @@ def test_readme_runnable_snippets_twice(
     assert (work / "lake").is_dir()  # the relative root landed in the snippets' folder
 
 
+@pytest.mark.slow  # installs the project twice into a new virtualenv: a minute or more
 @pytest.mark.timeout(1200)
 def test_core_install_in_a_fresh_venv(hive3, hive_metastore_uri: str, tmp_path: Path) -> None:
     """``pip install .`` gives the core only: it imports, a backend without its extra answers

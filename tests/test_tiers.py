@@ -28,11 +28,19 @@ def backend_of(node: str) -> str:
 
 
 BEHAVIOUR, HIVE, SPARK = "tests/test_behaviour.py", "tests/test_hive.py", "tests/test_spark.py"
+REST = "tests/test_rest_behaviour.py"
 
 
 def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms() -> None:
-    every = collected(BEHAVIOUR, HIVE, SPARK)
-    fast = collected("--fast", BEHAVIOUR, HIVE, SPARK)
+    every = collected(BEHAVIOUR, HIVE, SPARK, REST)
+    fast = collected("--fast", BEHAVIOUR, HIVE, SPARK, REST)
+    # Through the REST server: every behaviour once, over Glue.
+    assert {backend_of(n) for n in every if n.startswith(REST)} == {
+        "rest-glue",
+        "rest-hive2",
+        "rest-hive3",
+    }
+    assert {backend_of(n) for n in fast if n.startswith(REST)} == {"rest-glue"}
     behaviours = {node.split("[")[0] for node in every if node.startswith(BEHAVIOUR)}
     fast_behaviour = [node for node in fast if node.startswith(BEHAVIOUR)]
     assert {node.split("[")[0] for node in fast_behaviour} == behaviours

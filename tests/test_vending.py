@@ -682,7 +682,9 @@ def test_spark_job_through_the_server_uses_only_vended_credentials(
     not (Path(__file__).parents[1] / ".venv-sql" / "bin" / "python").exists(),
     reason="lance-spark's SQL catalog runs in .venv-sql (scripts/setup.sh makes it)",
 )
-def test_lance_spark_sql_catalog_without_aws_credentials(s3_catalog: Any, s3_lake, tmp_path: Path):
+def test_lance_spark_sql_catalog_without_aws_credentials(
+    spark_installed: None, s3_catalog: Any, s3_lake, tmp_path: Path
+):
     """lance-spark 0.4.0's SQL catalog (impl=rest) in a Spark whose process holds no AWS
     credentials: it creates, appends to and reads an S3 table with vended credentials (its
     readers and writers refresh them through LanceNamespaceStorageOptionsProvider)."""
