@@ -46,9 +46,9 @@ def root_logging() -> Iterator[None]:
         root.setLevel(saved[""][1])
 
 
-def _glue_calls(glue: GlueHarness) -> None:
+def _glue_calls(glue: GlueHarness) -> list[str]:
     """Calls that sign Glue requests and assume a role through STS (its answer carries fresh
-    credentials), with the secrets configured."""
+    credentials), with the secrets configured; the assumed role's secret and token."""
     ns = GlueNamespace(
         **{
             **glue.properties(),
@@ -62,13 +62,19 @@ def _glue_calls(glue: GlueHarness) -> None:
     ns.declare_table({"id": ["db", "t"]})
     ns.describe_table({"id": ["db", "t"]})
     ns.list_tables({"id": ["db"]})
+    assumed = ns._aws_session().get_credentials().get_frozen_credentials()
     ns.close()
+    return [assumed.secret_key, assumed.token]
 
 
-def _assert_clean(output: str) -> None:
+def _assert_clean(output: str, assumed: list[str], answers: bool = True) -> None:
+    """No configured secret in ``output``, nor the assumed role's (whose STS answer it holds
+    when ``answers``: botocore.parsers' records reach its handler)."""
     assert "botocore" in output and "Authorization" in output, "botocore logged nothing"
+    assert not answers or "<AssumeRoleResponse" in output, "botocore logged no STS answer"
     leaks = [name for name, value in CREDENTIALS.items() if value in output]
     assert leaks == [], f"secrets in botocore's DEBUG output: {leaks}"
+    assert not [value for value in assumed if value in output], "the assumed role's secret"
 
 
 @pytest.mark.usefixtures("root_logging")
@@ -77,8 +83,8 @@ def test_basic_config_root_handler_gets_no_secret(glue: GlueHarness):
     logging.basicConfig(
         stream=stream, level=logging.DEBUG, force=True, format="%(name)s %(message)s"
     )
-    _glue_calls(glue)
-    _assert_clean(stream.getvalue())
+    assumed = _glue_calls(glue)
+    _assert_clean(stream.getvalue(), assumed)
 
 
 @pytest.mark.usefixtures("root_logging")
@@ -86,8 +92,8 @@ def test_boto3_stream_logger_gets_no_secret(glue: GlueHarness, capsys):
     for handler in logging.getLogger().handlers[:]:  # only boto3's handler writes
         logging.getLogger().removeHandler(handler)
     boto3.set_stream_logger("")  # a StreamHandler on the root logger, DEBUG
-    _glue_calls(glue)
-    _assert_clean(capsys.readouterr().err)
+    assumed = _glue_calls(glue)
+    _assert_clean(capsys.readouterr().err, assumed)
 
 
 @pytest.mark.usefixtures("root_logging")
@@ -95,8 +101,8 @@ def test_handler_on_a_botocore_child_logger_gets_no_secret(glue: GlueHarness, ca
     """A handler set on one of botocore's own module loggers, ahead of propagation."""
     boto3.set_stream_logger("botocore.endpoint")
     boto3.set_stream_logger("botocore.auth")
-    _glue_calls(glue)
-    _assert_clean(capsys.readouterr().err)
+    assumed = _glue_calls(glue)
+    _assert_clean(capsys.readouterr().err, assumed, answers=False)
 
 
 def test_other_libraries_logging_is_untouched():

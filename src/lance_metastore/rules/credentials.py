@@ -38,6 +38,7 @@ from lance_namespace.errors import (
 )
 
 from .config import Property, Settings, boolean, one_of
+from .errors import guard_library_logs
 from .extras import requires_extra
 from .redaction import VENDED_CREDENTIALS_MARKER, VENDOR_PREFIX, looks_secret
 
@@ -330,6 +331,8 @@ class CredentialVendor:
                     kwargs["aws_secret_access_key"] = settings[f"{PREFIX}aws_secret_access_key"]
                     kwargs["aws_session_token"] = settings[f"{PREFIX}aws_session_token"]
                 self._sts = aws_session().client("sts", **kwargs)
+                # STS's answers (the vended credentials) are logged by botocore at DEBUG.
+                guard_library_logs()
             return self._sts
 
 

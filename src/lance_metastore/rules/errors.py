@@ -38,7 +38,7 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from .redaction import MIN_SCRUBBED_LENGTH, scrub
+from .redaction import MIN_SCRUBBED_LENGTH, scrub, scrub_credential_fields
 
 logger = logging.getLogger("lance_metastore")
 
@@ -173,18 +173,17 @@ SCRUBBED_LOGGERS = ("lance_metastore", "botocore", "boto3", "s3transfer", "urlli
 
 
 class _SecretScrubber(logging.Filter):
-    """Replaces every registered secret in a record's message before any handler sees it."""
+    """Replaces every registered secret, and every credential an AWS answer carries, in a
+    record's message before any handler sees it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         with _SECRETS_LOCK:
             secrets = tuple(_KNOWN_SECRETS)
-        if not secrets:
-            return True
         try:
             message = record.getMessage()
         except Exception:  # a malformed record stays as it is
             return True
-        cleaned = scrub(message, secrets)
+        cleaned = scrub_credential_fields(scrub(message, secrets))
         if cleaned != message:
             record.msg, record.args = cleaned, ()
         return True
@@ -207,8 +206,6 @@ def guard_library_logs() -> None:
     """
     manager = logging.Logger.manager
     with _SECRETS_LOCK:
-        if not _KNOWN_SECRETS:
-            return
         names = set(SCRUBBED_LOGGERS) | {
             name
             for name in list(manager.loggerDict)

@@ -89,6 +89,23 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+# Credentials that arrive in an answer (STS's AssumeRole, for the namespace's own role or for a
+# table's vended credentials) are logged by the AWS SDK at DEBUG before anyone could register
+# them: they are recognised by the field that carries them, in STS's XML body and in the
+# header and parameter dictionaries botocore prints.
+_CREDENTIAL_FIELDS = "SecretAccessKey|SessionToken|X-Amz-Security-Token"
+_CREDENTIAL_IN_XML = re.compile(rf"(<(?:{_CREDENTIAL_FIELDS})>)[^<]*(?=<)", re.IGNORECASE)
+_CREDENTIAL_IN_DICT = re.compile(
+    rf"""((['"])(?:{_CREDENTIAL_FIELDS})\2\s*:\s*b?(['"]))[^'"]*(?=\3)""", re.IGNORECASE
+)
+
+
+def scrub_credential_fields(text: str) -> str:
+    """Mask the values of the credential fields of AWS answers and headers in ``text``."""
+    text = _CREDENTIAL_IN_XML.sub(rf"\g<1>{REDACTED}", text)
+    return _CREDENTIAL_IN_DICT.sub(rf"\g<1>{REDACTED}", text)
+
+
 # The exemption the access-control issue (#26) plugs into: storage options a namespace vended
 # for one caller and one table carry their expiry under this key (as DirectoryNamespace's
 # credential vendors mark theirs). Such short-lived, scoped credentials may leave a server; the
