@@ -24,13 +24,14 @@ import lance
 import pyarrow as pa
 import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from support.examples import sized
 from support.harness import HiveHarness
 from support.tcp_front import TcpFront
 
 from lance_metastore.rules.schema import catalog_columns
 
 WRITERS = 2
-APPENDS = 10
+APPENDS = int(sized(10, 4))  # per writer; 4 in the fast tier
 RACE_DEADLINE_SECONDS = 240
 
 

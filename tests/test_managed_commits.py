@@ -20,6 +20,7 @@ import lance
 import pyarrow as pa
 import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from support.examples import sized
 from support.harness import Harness
 
 from lance_metastore.rules.versions import manifest_name
@@ -176,8 +177,8 @@ def needs_conditional_updates(backend: Harness) -> None:
 
 
 def test_concurrent_writers_all_land(backend: Harness, managed):
-    """8 threads x 5 appends through pylance on one managed table: all 40 land, none fails,
-    and the history and rows are exact.
+    """8 threads x 5 appends (2 in the fast tier) through pylance on one managed table: all land,
+    none fails, and the history and rows are exact.
 
     Lance retries a lost race itself (re-read, rebase, next version) inside a fixed 30 s
     window; every attempt must stay short for all writers to get through it, which is why a
@@ -185,7 +186,7 @@ def test_concurrent_writers_all_land(backend: Harness, managed):
     needs_conditional_updates(backend)
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
-    writers, appends = 8, 5
+    writers, appends = 8, int(sized(5, 2))
     failures: list[BaseException] = []
     landed = [0] * writers
 
@@ -229,7 +230,7 @@ def test_writer_processes_lose_nothing(backend: Harness, managed):
     needs_conditional_updates(backend)
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
-    workers = [run_worker(backend, table_id, 5) for _ in range(4)]
+    workers = [run_worker(backend, table_id, int(sized(5, 2))) for _ in range(4)]
     reports = []
     for worker in workers:
         out, err = worker.communicate(timeout=300)

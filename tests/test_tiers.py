@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
@@ -23,6 +24,13 @@ def collected(*args: str) -> list[str]:
     return [line for line in found.stdout.splitlines() if "::" in line]
 
 
+def collected_each(*runs: tuple[str, ...]) -> list[list[str]]:
+    """:func:`collected` for each argument tuple, the collections running at once (each is a
+    Python process that spends most of its time importing)."""
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return list(pool.map(lambda args: collected(*args), runs))
+
+
 def backend_of(node: str) -> str:
     return node.rsplit("[", 1)[1].rstrip("]")
 
@@ -32,8 +40,9 @@ REST = "tests/test_rest_behaviour.py"
 
 
 def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms() -> None:
-    every = collected(BEHAVIOUR, HIVE, SPARK, REST)
-    fast = collected("--fast", BEHAVIOUR, HIVE, SPARK, REST)
+    every, fast = collected_each(
+        (BEHAVIOUR, HIVE, SPARK, REST), ("--fast", BEHAVIOUR, HIVE, SPARK, REST)
+    )
     # Through the REST server: every behaviour once, over Glue.
     assert {backend_of(n) for n in every if n.startswith(REST)} == {
         "rest-glue",
@@ -56,9 +65,12 @@ def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms() 
 
 
 def test_markers_come_from_the_fixtures_used() -> None:
-    hms31 = collected("-m", "hms31", BEHAVIOUR, HIVE)
+    hms31, jvm_nodes, spark = collected_each(
+        ("-m", "hms31", BEHAVIOUR, HIVE),
+        ("-m", "jvm", BEHAVIOUR),
+        ("-m", "spark", SPARK, BEHAVIOUR),
+    )
     assert hms31 and all(node.endswith(("[3.1]", "[hive3-3.1]")) for node in hms31)
-    jvm = {backend_of(node) for node in collected("-m", "jvm", BEHAVIOUR)}
+    jvm = {backend_of(node) for node in jvm_nodes}
     assert jvm == {"hive3-3.1", "hive3-4", "hive_kerberos"}
-    spark = collected("-m", "spark", SPARK, BEHAVIOUR)
     assert spark and all(node.startswith(SPARK) for node in spark)
