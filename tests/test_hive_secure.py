@@ -13,7 +13,6 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from lance_namespace import (
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import HiveHarness
 from support.secure_hms import KEYSTORE_PASSWORD, TlsMetastore, tls_metastore
+from support.waiting import wait_until
 
 import lance_metastore  # noqa: F401 - registers the hive2/hive3 aliases
 from lance_metastore import Hive2Namespace, Hive3Namespace
@@ -105,7 +105,24 @@ def test_ticket_cache_from_krb5ccname(kdc, kerberized_metastore, tmp_path, monke
     assert "nobody@LANCE.TEST" in str(error)
 
 
-def test_keytab_login_renews_an_expired_ticket(kdc, kerberized_metastore) -> None:
+def refusal_with_ticket_cache(uri: str) -> LanceNamespaceError | None:
+    """The metastore's refusal of a new connection made with ``KRB5CCNAME``'s ticket, if any.
+
+    A ticket of a 3 s life keeps working for the realm's 2 s clock skew after its end: tests
+    wait for this refusal, with a deadline, rather than sleep past that time."""
+    ns = Hive2Namespace(uri=uri, **{"client.auth": "kerberos"})
+    try:
+        ns.list_namespaces(ROOT)
+    except LanceNamespaceError as error:
+        return error
+    finally:
+        ns.close()
+    return None
+
+
+def test_keytab_login_renews_an_expired_ticket(
+    kdc, kerberized_metastore, tmp_path, monkeypatch
+) -> None:
     keytab = kdc.add_principal("brief", max_life="3 seconds")
     ns = Hive2Namespace(
         uri=kerberized_metastore.uri,
@@ -116,7 +133,16 @@ def test_keytab_login_renews_an_expired_ticket(kdc, kerberized_metastore) -> Non
         },
     )
     ns.list_namespaces(ROOT)
-    time.sleep(6)  # past the ticket's end and the realm's 2 s clock skew
+    # A ticket got after the namespace's own login ends no earlier: once the metastore refuses
+    # it, the namespace's ticket has expired too (its keytab login keeps a private cache).
+    observer = fill_ticket_cache(kdc, "brief", keytab, tmp_path / "observer.cc")
+    monkeypatch.setenv("KRB5CCNAME", observer)
+    wait_until(
+        lambda: refusal_with_ticket_cache(kerberized_metastore.uri),
+        30,
+        "the metastore to refuse the expired ticket",
+        interval=0.5,
+    )
     ns.close()  # the next call needs a new, newly authenticated connection
     assert ns.list_namespaces(ROOT).namespaces is not None
     ns.close()
@@ -168,9 +194,12 @@ def test_expired_ticket_is_unauthenticated(kdc, kerberized_metastore, tmp_path, 
     monkeypatch.setenv(
         "KRB5CCNAME", fill_ticket_cache(kdc, "expiring", keytab, tmp_path / "expiring.cc")
     )
-    time.sleep(6)
-    ns = Hive2Namespace(uri=kerberized_metastore.uri, **{"client.auth": "kerberos"})
-    error = failure(ns.list_namespaces, ROOT)
+    error = wait_until(
+        lambda: refusal_with_ticket_cache(kerberized_metastore.uri),
+        30,
+        "the metastore to refuse the expired ticket",
+        interval=0.5,
+    )
     assert error.code == ErrorCode.UNAUTHENTICATED
     assert "expired" in str(error).lower() and "hive/127.0.0.1" in str(error)
 
