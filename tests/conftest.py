@@ -78,8 +78,8 @@ FAST_BACKENDS = {"glue", "hive2"}
 # The REST server is one more client path over any backend: ``--fast`` runs the suites that go
 # through it (``support.rest.rest_backend``) once, over Glue, so each behaviour runs once there.
 FAST_REST_BACKENDS = {"glue"}
-# Under ``--dist loadgroup`` (the fast tier's two workers) every test on the session's HMS 2.3
-# goes to one worker, so that metastore starts once; the other tests fill the other worker.
+# Under ``--dist loadgroup`` (the fast tier's workers) every test on the session's HMS 2.3
+# goes to one worker, so that metastore starts once; the other tests fill the other workers.
 HMS23_GROUP = pytest.mark.xdist_group("hms23")
 BACKEND_FIXTURES = {str(getattr(b, "values", [b])[0]).replace("-", "_") for b in BACKENDS}
 FAST_LEAVES_OUT = {"spark", "jvm", "slow"}

@@ -31,7 +31,7 @@ from support.tcp_front import TcpFront
 from lance_metastore.rules.schema import catalog_columns
 
 WRITERS = 2
-APPENDS = int(sized(10, 4))  # per writer; 4 in the fast tier
+APPENDS = sized(10, 4)  # per writer; 4 in the fast tier
 RACE_DEADLINE_SECONDS = 240
 
 

@@ -186,7 +186,7 @@ def test_concurrent_writers_all_land(backend: Harness, managed):
     needs_conditional_updates(backend)
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
-    writers, appends = 8, int(sized(5, 2))
+    writers, appends = 8, sized(5, 2)
     failures: list[BaseException] = []
     landed = [0] * writers
 
@@ -230,7 +230,7 @@ def test_writer_processes_lose_nothing(backend: Harness, managed):
     needs_conditional_updates(backend)
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
-    workers = [run_worker(backend, table_id, int(sized(5, 2))) for _ in range(4)]
+    workers = [run_worker(backend, table_id, sized(5, 2)) for _ in range(4)]
     reports = []
     for worker in workers:
         out, err = worker.communicate(timeout=300)

@@ -8,6 +8,10 @@ the ``--fast`` tier (the same behaviour, proven once and smaller; the full suite
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+Size = TypeVar("Size", int, float)
+
 FAST_EXAMPLES = 3
 fast = False
 
@@ -17,7 +21,7 @@ def examples(full: int) -> int:
     return min(full, FAST_EXAMPLES) if fast else full
 
 
-def sized(full: float, fast_size: float) -> float:
+def sized(full: Size, fast_size: Size) -> Size:
     """A race or load test's size (seconds of racing, commits per writer): ``fast_size`` in the
     fast tier."""
     return fast_size if fast else full

@@ -151,10 +151,7 @@ def glue_session(settings: Settings) -> boto3.Session:
     assumed role is assumed once per session, not once per client)."""
     if not settings["assume_role_arn"]:
         return _source_session(settings)
-    session = aws_session(region_name=settings["region"])
-    # boto3 keeps its botocore session in ``_session``; refreshable credentials have no setter.
-    session._session._credentials = assumed_role_credentials(settings)  # type: ignore[attr-defined]
-    return session
+    return aws_session(assumed_role_credentials(settings), region_name=settings["region"])
 
 
 def glue_client(

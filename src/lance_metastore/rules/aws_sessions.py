@@ -10,7 +10,7 @@ credentials, region and configuration.
 
 from __future__ import annotations
 
-import threading
+import functools
 from typing import Any
 
 from .extras import requires_extra
@@ -18,22 +18,21 @@ from .extras import requires_extra
 with requires_extra("aws"):
     import boto3
     import botocore.session
+    from botocore.credentials import Credentials
     from botocore.loaders import Loader, create_loader
 
-_loader: Loader | None = None
-_loader_lock = threading.Lock()
 
-
+@functools.cache  # two threads racing on the first call build two loaders: harmless
 def _shared_loader() -> Loader:
-    global _loader
-    with _loader_lock:
-        if _loader is None:
-            _loader = create_loader()
-        return _loader
+    return create_loader()
 
 
-def aws_session(**kwargs: Any) -> boto3.Session:
-    """``boto3.Session(**kwargs)`` on a botocore session that uses the process's loader."""
+def aws_session(credentials: Credentials | None = None, **kwargs: Any) -> boto3.Session:
+    """``boto3.Session(**kwargs)`` on a botocore session that uses the process's loader;
+    ``credentials`` (refreshable ones, say, which boto3's arguments cannot carry) sign its
+    clients when given."""
     core = botocore.session.get_session()
     core.register_component("data_loader", _shared_loader())
+    if credentials is not None:
+        core._credentials = credentials  # type: ignore[attr-defined]  # botocore has no setter
     return boto3.Session(botocore_session=core, **kwargs)

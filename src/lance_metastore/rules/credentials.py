@@ -128,35 +128,26 @@ def vending_at_most(permission: str | None) -> Iterator[None]:
     configured to vend write."""
     if permission is not None and permission not in (*PERMISSIONS, NOTHING):
         raise ValueError(f"permission must be one of {', '.join(PERMISSIONS)}, got {permission!r}")
-    token = _caller_ceiling.set(_weaker(_caller_ceiling.get(), permission))
+    token = _caller_ceiling.set(narrowed(_caller_ceiling.get(), permission))
     try:
         yield
     finally:
         _caller_ceiling.reset(token)
 
 
-def _weaker(first: str | None, second: str | None) -> str | None:
-    """The narrower of two ceilings (None: no ceiling), so nested blocks only ever narrow."""
-    if first is None or second is None:
-        return second if first is None else first
-    order = (NOTHING, *PERMISSIONS)
-    return min(first, second, key=order.index)
-
-
-def narrowed(configured: str, ceiling: str | None) -> str:
-    """The weaker of the namespace's permission and the caller's ceiling."""
-    if ceiling is None:
-        return configured
-    return min(configured, ceiling, key=PERMISSIONS.index)
+def narrowed(permission: str | None, ceiling: str | None) -> str | None:
+    """The weaker of a permission and a ceiling (``none`` is weakest; None: no limit), for a
+    namespace's permission under a caller's ceiling as for nested ceilings."""
+    if permission is None or ceiling is None:
+        return ceiling if permission is None else permission
+    return min(permission, ceiling, key=(NOTHING, *PERMISSIONS).index)
 
 
 def permission_to_vend(configured: str) -> str | None:
     """What may be vended now: the namespace's ``configured`` permission narrowed by the
     current caller's ceiling (``None``: nothing, the caller may not read the table's data)."""
-    ceiling = _caller_ceiling.get()
-    if ceiling == NOTHING:
-        return None
-    return narrowed(configured, ceiling)
+    allowed = narrowed(configured, _caller_ceiling.get())
+    return None if allowed == NOTHING else allowed
 
 
 def session_policy(bucket: str, prefix: str, permission: str) -> dict[str, Any]:
