@@ -69,29 +69,15 @@ class Output:
     def line(self, document: dict[str, Any], text: str) -> None:
         self.document(document)
 
-    def config(self, document: dict[str, Any]) -> None:
-        self.document(document)
-
     def tree(self, document: dict[str, Any], label: str) -> None:
         self.document(document)
 
-    def table_description(self, document: dict[str, Any]) -> None:
+    def _shown_as_document(self, document: dict[str, Any]) -> None:
         self.document(document)
 
-    def namespace_description(self, document: dict[str, Any]) -> None:
-        self.document(document)
-
-    def namespace_ready(self, document: dict[str, Any]) -> None:
-        self.document(document)
-
-    def registrations(self, document: dict[str, Any]) -> None:
-        self.document(document)
-
-    def versions(self, document: dict[str, Any]) -> None:
-        self.document(document)
-
-    def columns(self, document: dict[str, Any]) -> None:
-        self.document(document)
+    # Kinds of result that the JSON form shows as their bare document.
+    config = table_description = namespace_description = _shown_as_document
+    namespace_ready = registrations = versions = columns = _shown_as_document
 
     def note(self, text: str) -> None:
         """A remark for people (stderr); nothing in JSON."""

@@ -8,7 +8,7 @@ record: on ``managed_by=impl`` tables they answer the spec's unsupported error."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lance_namespace import (
     CreateTableBranchRequest,
@@ -40,10 +40,22 @@ from lance_namespace_urllib3_client.models.branch_contents import BranchContents
 from lance_namespace_urllib3_client.models.tag_contents import TagContents
 
 from ..rules.errors import lance_error
-from ..rules.identifiers import describe
+from ..rules.identifiers import Path, describe
 from ..rules.requests import RequestInput, coerce_request, request_id
+from ..rules.tables import TableEntry
 from .core import CatalogCore
 from .datasets import lance_errors
+
+if TYPE_CHECKING:
+    from lance.dataset import Tags
+
+Ref = TypeVar("Ref", TagContents, BranchContents)
+TagRequest = (
+    GetTableTagVersionRequest
+    | CreateTableTagRequest
+    | UpdateTableTagRequest
+    | DeleteTableTagRequest
+)
 
 
 def _check_ref_name(name: str, what: str) -> str:
@@ -76,59 +88,65 @@ class TableRefOps(CatalogCore):
                 )
                 for tag, info in found.items()
             }
-            keys, token = self._pager.page(
-                ("tags", path, name, tuple(sorted(contents))),
-                lambda: list(contents),
-                req.page_token,
-                req.limit,
-            )
-            return ListTableTagsResponse(tags={k: contents[k] for k in keys}, page_token=token)
+            page, token = self._ref_page(("tags", path, name), contents, req.page_token, req.limit)
+            return ListTableTagsResponse(tags=page, page_token=token)
+
+    def _ref_page(
+        self,
+        kind: tuple[object, ...],
+        contents: dict[str, Ref],
+        token: str | None,
+        limit: int | None,
+    ) -> tuple[dict[str, Ref], str | None]:
+        """One page of a table's tags or branches, in name order."""
+        keys, next_token = self._pager.page(
+            (*kind, tuple(sorted(contents))), lambda: list(contents), token, limit
+        )
+        return {key: contents[key] for key in keys}, next_token
+
+    def _tag_of(self, req: TagRequest) -> tuple[str, str, Tags]:
+        """The checked tag name, the table's description and its dataset's tags."""
+        path, name, entry = self._lance_table(req.id)
+        tag = _check_ref_name(req.tag, "tag")
+        return tag, f"table {describe((*path, name))}", self._dataset(path, entry).tags
 
     def get_table_tag_version(self, request: RequestInput = None) -> GetTableTagVersionResponse:
         with self._operation("read a tag of table", request_id(request)):
-            req = coerce_request(request, GetTableTagVersionRequest)
-            path, name, entry = self._lance_table(req.id)
-            tag = _check_ref_name(req.tag, "tag")
-            dataset = self._dataset(path, entry)
-            found = dataset.tags.list()
+            tag, target, tags = self._tag_of(coerce_request(request, GetTableTagVersionRequest))
+            found = tags.list()
             if tag not in found:
-                raise lance_error(
-                    TableTagNotFoundError, f"tag {tag!r} of table {describe((*path, name))}"
-                )
+                raise lance_error(TableTagNotFoundError, f"tag {tag!r} of {target}")
             return GetTableTagVersionResponse(
                 version=found[tag]["version"], branch=found[tag].get("branch")
             )
 
     def create_table_tag(self, request: RequestInput = None) -> CreateTableTagResponse:
-        with self._operation("create a tag of table", request_id(request)):
-            req = coerce_request(request, CreateTableTagRequest)
-            path, name, entry = self._lance_table(req.id)
-            tag = _check_ref_name(req.tag, "tag")
-            target = f"table {describe((*path, name))}"
-            dataset = self._dataset(path, entry)
-            with lance_errors(f"create tag {tag!r} of", target):
-                dataset.tags.create(tag, _reference(req.version, req.branch, target))
-            return CreateTableTagResponse()
+        self._point_tag(request, CreateTableTagRequest, "create")
+        return CreateTableTagResponse()
 
     def update_table_tag(self, request: RequestInput = None) -> UpdateTableTagResponse:
-        with self._operation("move a tag of table", request_id(request)):
-            req = coerce_request(request, UpdateTableTagRequest)
-            path, name, entry = self._lance_table(req.id)
-            tag = _check_ref_name(req.tag, "tag")
-            target = f"table {describe((*path, name))}"
-            dataset = self._dataset(path, entry)
-            with lance_errors(f"move tag {tag!r} of", target):
-                dataset.tags.update(tag, _reference(req.version, req.branch, target))
-            return UpdateTableTagResponse()
+        self._point_tag(request, UpdateTableTagRequest, "move")
+        return UpdateTableTagResponse()
+
+    def _point_tag(
+        self,
+        request: RequestInput,
+        request_type: type[CreateTableTagRequest] | type[UpdateTableTagRequest],
+        verb: str,
+    ) -> None:
+        """Create a tag or move one: both point a tag at a version of the table."""
+        with self._operation(f"{verb} a tag of table", request_id(request)):
+            req = coerce_request(request, request_type)
+            tag, target, tags = self._tag_of(req)
+            point = tags.create if verb == "create" else tags.update
+            with lance_errors(f"{verb} tag {tag!r} of", target):
+                point(tag, _reference(req.version, req.branch, target))
 
     def delete_table_tag(self, request: RequestInput = None) -> DeleteTableTagResponse:
         with self._operation("delete a tag of table", request_id(request)):
-            req = coerce_request(request, DeleteTableTagRequest)
-            path, name, entry = self._lance_table(req.id)
-            tag = _check_ref_name(req.tag, "tag")
-            dataset = self._dataset(path, entry)
-            with lance_errors(f"delete tag {tag!r} of", f"table {describe((*path, name))}"):
-                dataset.tags.delete(tag)
+            tag, target, tags = self._tag_of(coerce_request(request, DeleteTableTagRequest))
+            with lance_errors(f"delete tag {tag!r} of", target):
+                tags.delete(tag)
             return DeleteTableTagResponse()
 
     def list_table_branches(self, request: RequestInput = None) -> ListTableBranchesResponse:
@@ -150,22 +168,22 @@ class TableRefOps(CatalogCore):
                 )
                 for branch, info in found.items()
             }
-            keys, token = self._pager.page(
-                ("branches", path, name, tuple(sorted(contents))),
-                lambda: list(contents),
-                req.page_token,
-                req.limit,
+            page, token = self._ref_page(
+                ("branches", path, name), contents, req.page_token, req.limit
             )
-            return ListTableBranchesResponse(
-                branches={k: contents[k] for k in keys}, page_token=token
-            )
+            return ListTableBranchesResponse(branches=page, page_token=token)
+
+    def _branch_of(
+        self, req: CreateTableBranchRequest | DeleteTableBranchRequest
+    ) -> tuple[str, str, Path, TableEntry]:
+        """The checked branch name, the table's description, its namespace and entry."""
+        path, name, entry = self._lance_table(req.id)
+        return _check_ref_name(req.name, "branch"), f"table {describe((*path, name))}", path, entry
 
     def create_table_branch(self, request: RequestInput = None) -> CreateTableBranchResponse:
         with self._operation("create a branch of table", request_id(request)):
             req = coerce_request(request, CreateTableBranchRequest)
-            path, name, entry = self._lance_table(req.id)
-            branch = _check_ref_name(req.name, "branch")
-            target = f"table {describe((*path, name))}"
+            branch, target, path, entry = self._branch_of(req)
             if self._managed_versioning(entry):
                 raise UnsupportedOperationError(
                     f"{target} is catalog-managed: the catalog records one line of versions, "
@@ -189,9 +207,7 @@ class TableRefOps(CatalogCore):
     def delete_table_branch(self, request: RequestInput = None) -> DeleteTableBranchResponse:
         with self._operation("delete a branch of table", request_id(request)):
             req = coerce_request(request, DeleteTableBranchRequest)
-            path, name, entry = self._lance_table(req.id)
-            branch = _check_ref_name(req.name, "branch")
-            target = f"table {describe((*path, name))}"
+            branch, target, path, entry = self._branch_of(req)
             if self._managed_versioning(entry):
                 raise lance_error(TableBranchNotFoundError, f"branch {branch!r} of {target}")
             dataset = self._dataset(path, entry)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,11 @@ from ...rules.locations import DATA_KEPT_KEY
 from ...rules.redaction import scrub
 from ..app import CliFailure, JsonFlag, PropList, code_name, running, spec_exit
 from ..config import parse_assignments
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from lance_namespace import DeclareTableResponse, LanceNamespace, RegisterTableResponse
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +38,25 @@ def absolute_location(location: str) -> str:
     if "://" in location:
         return location
     return os.path.abspath(os.path.expanduser(location))
+
+
+def _put_entry(
+    ctx: typer.Context,
+    json_flag: bool,
+    identifier: str,
+    verb: str,
+    put: Callable[[LanceNamespace, list[str]], DeclareTableResponse | RegisterTableResponse],
+) -> None:
+    """Declare or register: ``put`` writes the entry; report its id, location and properties."""
+    with running(ctx, json_flag) as state:
+        parts = state.identify(identifier)
+        response = put(state.namespace(), parts)
+        document = {
+            "id": parts,
+            "location": response.location,
+            "properties": dict(response.properties or {}),
+        }
+        state.output.done(document, f"{verb} {join_identifier(parts)} at {response.location}")
 
 
 def declare_command(
@@ -53,21 +77,14 @@ def declare_command(
     """Declare a table: a catalog entry whose data Lance writes later."""
     from lance_namespace import DeclareTableRequest
 
-    with running(ctx, json_flag) as state:
-        parts = state.identify(identifier)
-        response = state.namespace().declare_table(
-            DeclareTableRequest(
-                id=parts,
-                location=absolute_location(location) if location else None,
-                properties=parse_assignments(prop or []) or None,
-            )
+    def put(ns: LanceNamespace, parts: list[str]) -> DeclareTableResponse:
+        where = absolute_location(location) if location else None
+        properties = parse_assignments(prop or []) or None
+        return ns.declare_table(
+            DeclareTableRequest(id=parts, location=where, properties=properties)
         )
-        document = {
-            "id": parts,
-            "location": response.location,
-            "properties": dict(response.properties or {}),
-        }
-        state.output.done(document, f"declared {join_identifier(parts)} at {response.location}")
+
+    _put_entry(ctx, json_flag, identifier, "declared", put)
 
 
 class RegisterMode(str, Enum):
@@ -89,22 +106,16 @@ def register_command(
     """Register an existing Lance dataset as a table."""
     from lance_namespace import RegisterTableRequest
 
-    with running(ctx, json_flag) as state:
-        parts = state.identify(identifier)
-        response = state.namespace().register_table(
-            RegisterTableRequest(
-                id=parts,
-                location=absolute_location(location),
-                mode="Overwrite" if mode is RegisterMode.overwrite else "Create",
-                properties=parse_assignments(prop or []) or None,
-            )
+    def put(ns: LanceNamespace, parts: list[str]) -> RegisterTableResponse:
+        request = RegisterTableRequest(
+            id=parts,
+            location=absolute_location(location),
+            mode="Overwrite" if mode is RegisterMode.overwrite else "Create",
+            properties=parse_assignments(prop or []) or None,
         )
-        document = {
-            "id": parts,
-            "location": response.location,
-            "properties": dict(response.properties or {}),
-        }
-        state.output.done(document, f"registered {join_identifier(parts)} at {response.location}")
+        return ns.register_table(request)
+
+    _put_entry(ctx, json_flag, identifier, "registered", put)
 
 
 def registrations_document(result: BulkRegistration, secrets: list[str]) -> dict[str, Any]:
