@@ -124,6 +124,46 @@ def test_a_taken_version_is_a_conflict(managed):
     assert ns.describe_table({"id": table_id}).properties["version"] == "1"
 
 
+def test_versions_written_around_the_catalog_are_adopted_not_overwritten(managed):
+    """A writer that commits straight to storage leaves storage ahead of the catalog
+    (lance-spark 0.4.0's OPTIMIZE does so on managed tables). The catalog adopts storage's
+    versions: a commit that asks for a number storage holds is a conflict (14) instead of a
+    second manifest on that name, a reader through the catalog sees the new version right
+    after, and every version keeps its rows."""
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
+    location = ns.describe_table({"id": table_id}).location
+    lance.dataset(location).optimize.compact_files()  # around the catalog
+    compacted = lance.dataset(location).version  # Lance 14 commits the compaction in two
+    assert compacted > 2
+    assert ns.describe_table({"id": table_id}).properties["version"] == "2"
+
+    # A writer that read version 2 asks for version 3, which storage holds.
+    taken = {"id": table_id, "version": 3, "manifest_path": f"{location}/_versions/3.manifest-x"}
+    assert code_of(ns.create_table_version, taken) == ErrorCode.CONCURRENT_MODIFICATION
+    assert ns.describe_table({"id": table_id}).properties["version"] == str(compacted)
+    on_storage = lance.dataset(location, version=compacted)  # its own manifest, intact
+    assert on_storage.count_rows() == 4 and len(on_storage.get_fragments()) == 1
+
+    more = pa.table({"id": pa.array([3], pa.int64()), "v": ["c"]})
+    lance.write_dataset(more, namespace_client=ns, table_id=table_id, mode="append")
+    after = compacted + 1
+    latest = lance.dataset(namespace_client=ns, table_id=table_id)
+    assert latest.version == after and lance.dataset(location).version == after
+    assert sorted(latest.to_table()["id"].to_pylist()) == [1, 1, 2, 2, 3]
+    assert len(latest.get_fragments()) == 2  # on top of the compaction's one fragment
+
+    lance.dataset(location).optimize.compact_files()  # around the catalog again
+    again = lance.dataset(location).version
+    assert again > after
+    # pylance opening the table by name sees it at once (no commit in between)
+    assert lance.dataset(namespace_client=ns, table_id=table_id).version == again
+    assert ns.describe_table({"id": table_id}).properties["version"] == str(again)
+    listed = ns.list_table_versions({"id": table_id}).versions
+    assert [v.version for v in listed] == list(range(1, again + 1))
+
+
 def test_paging_and_deleting_version_records(managed):
     ns, table_id = managed
     lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")

@@ -486,7 +486,8 @@ def test_every_sql_write_commits_through_the_catalog(
     """On a managed_by=impl table every SQL write commits through our commit arbiter: the
     catalog's version follows each statement, storage holds no version beside it, and pylance
     by name sees it right after. VACUUM removes old files and keeps that so. (lance-spark
-    0.4.0's OPTIMIZE commits around the catalog: docs/spark.md, "One commit path".)"""
+    0.4.0's OPTIMIZE commits around the catalog, which adopts it at the next commit: the test
+    after this one.)"""
     catalog = catalogs[backend]
     db = fresh_db(catalog, sql, "managed")
     table = catalog.sql_name(db, "t")
@@ -560,6 +561,42 @@ def test_two_sql_jobs_and_pylance_write_one_managed_table_at_once(
     counts = dict(sql.sql(f"SELECT writer, count(*) FROM {table} GROUP BY writer"))
     assert counts == {"sql-a": 1000, "sql-b": 2000, "pylance": pylance_rows}
     assert _catalog_version(catalog, db, "t") == dataset(catalog, db, "t").version
+
+
+@pytest.mark.parametrize("backend", ["hive3_managed", "glue_managed"])
+def test_optimize_around_the_catalog_is_adopted_by_the_next_commit(
+    backend: str, catalogs: dict[str, Catalog], sql: SqlSession
+) -> None:
+    """lance-spark 0.4.0's OPTIMIZE commits its compaction straight to storage, around the
+    catalog. The next commit through the catalog (a SQL INSERT, then pylance's append) must
+    not reuse a version storage holds: the catalog adopts the compaction's versions and each
+    writer rebases onto them, so no row and no version is lost."""
+    catalog = catalogs[backend]
+    db = fresh_db(catalog, sql, "optimize")
+    table = catalog.sql_name(db, "t")
+    sql.sql(f"CREATE TABLE {table} (id BIGINT, v STRING)")
+    sql.sql(f"INSERT INTO {table} SELECT id, 'a' FROM range(10)")
+    sql.sql(f"INSERT INTO {table} SELECT id, 'b' FROM range(10, 20)")
+    location = dataset(catalog, db, "t").uri
+    before = _catalog_version(catalog, db, "t")
+    sql.sql(f"OPTIMIZE {table}")
+    compacted = lance.dataset(location).version
+    assert compacted > before == _catalog_version(catalog, db, "t"), "OPTIMIZE went around"
+
+    _, calls = catalog.calls(sql, f"INSERT INTO {table} SELECT id, 'c' FROM range(20, 30)")
+    assert "create_table_version" in calls
+    lance.write_dataset(
+        pa.table({"id": pa.array([30], pa.int64()), "v": ["pylance"]}),
+        namespace_client=catalog.namespace,
+        table_id=[*catalog.db_id(db), "t"],
+        mode="append",
+    )
+    latest = dataset(catalog, db, "t")
+    assert latest.version == compacted + 2 == _catalog_version(catalog, db, "t")
+    assert lance.dataset(location).version == latest.version
+    assert sorted(latest.to_table()["id"].to_pylist()) == list(range(31))
+    assert sql.sql(f"SELECT count(*) FROM {table}") == [(31,)]
+    assert lance.dataset(location, version=compacted).count_rows() == 20
 
 
 # --------------------------------------------------------------------------------------------

@@ -471,6 +471,17 @@ class CatalogCore(LanceNamespace):
 
         return lance.dataset(location, storage_options=self.storage_options or None)
 
+    def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
+        """``parameters`` moved to the latest version on storage: where a catalog-managed table
+        starts when a dataset is registered, and what it adopts of versions committed around it."""
+        version = self._open_dataset(location).version
+        local = tables.plain_location(location) or location
+        v1_name = os.path.join(local, "_versions", versions.manifest_name(version, "V1"))
+        scheme = "V1" if "://" not in local and os.path.exists(v1_name) else "V2"
+        record = versions.older_record(local, version, scheme, None)
+        commit = versions.Commit(version, record.manifest_path, None, None, scheme)
+        return commit.parameters(parameters)
+
     def _dataset_schema(self, location: str | None) -> pa.Schema | None:
         """The Lance schema at ``location``, or None when no dataset is there yet."""
         location = tables.plain_location(location)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from lance_namespace import (
@@ -156,16 +155,6 @@ class TableOps(CatalogCore):
         replacement = dataclasses.replace(entry, parameters=parameters)
         self._catalog_replace_table(path, existing, replacement, columns)
         return parameters
-
-    def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
-        """Registering a dataset as catalog-managed: the catalog starts at its latest version."""
-        version = self._open_dataset(location).version
-        local = tables.plain_location(location) or location
-        v1_name = os.path.join(local, "_versions", versions.manifest_name(version, "V1"))
-        scheme = "V1" if "://" not in local and os.path.exists(v1_name) else "V2"
-        record = versions.older_record(local, version, scheme, None)
-        commit = versions.Commit(version, record.manifest_path, None, None, scheme)
-        return commit.parameters(parameters)
 
     def describe_table(self, request: RequestInput = None) -> DescribeTableResponse:
         raw_id = _raw_id(request)

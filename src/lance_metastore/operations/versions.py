@@ -7,6 +7,8 @@ helpers :class:`~lance_metastore.operations.core.CatalogCore` names.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping
 
@@ -38,6 +40,8 @@ from ..rules.requests import (
 from ..rules.requests import request_id as _raw_id
 from ..rules.tables import TableEntry
 from .core import CatalogCore
+
+logger = logging.getLogger("lance_metastore")
 
 # How long a commit refused by a write that left its version free is made again (Lance's own
 # retry window for a commit is 30 s).
@@ -93,6 +97,7 @@ class VersionOps(CatalogCore):
         deadline = time.monotonic() + COMMIT_RETRY_SECONDS
         entry = self._require_managed_table(path, name)
         while True:
+            entry = self._caught_up_with_storage(path, entry)
             latest = versions.current_version(entry.parameters) or self._versions_of_creation(entry)
             versions.check_next(target, latest, version)
             committed = parameters_after(entry.parameters)
@@ -108,6 +113,47 @@ class VersionOps(CatalogCore):
                 if moved or current == entry or time.monotonic() > deadline:
                     raise
                 entry = current
+
+    def _caught_up_with_storage(self, path: Path, entry: TableEntry) -> TableEntry:
+        """``entry``, first moved to storage's latest version when storage holds the version
+        after the catalog's: a writer committed it straight to storage, around the catalog
+        (lance-spark 0.4.0's ``OPTIMIZE`` does so on managed tables).
+
+        Committing that number again through the catalog would put two manifests on one final
+        name, and one of the two commits would be lost. Once the catalog has adopted storage's
+        versions, the commit at hand is a conflict (14), which Lance rebases onto them."""
+        committed = versions.current_version(entry.parameters)
+        location = tables.plain_location(entry.location)
+        scheme = entry.parameters.get(versions.NAMING_SCHEME_KEY)
+        if not committed or not location:
+            return entry
+        if not self._manifests.holds_final(location, committed + 1, scheme):
+            return entry
+        fresh = self._require_managed_table(path, entry.name)
+        if versions.current_version(fresh.parameters) != committed:
+            return fresh  # ``entry`` was stale: a commit through the catalog wrote that name
+        entry = fresh
+        adopted = self._adopt_latest_version(location, dict(entry.parameters))
+        logger.warning(
+            "table %s: storage holds versions after the catalog's %s, committed around it "
+            "(up to %s); the catalog adopts them",
+            describe((*path, entry.name)),
+            committed,
+            versions.current_version(adopted),
+        )
+        self._catalog_compare_and_set(path, entry, adopted)
+        return dataclasses.replace(entry, parameters=adopted)
+
+    def _latest_known(self, path: Path, name: str) -> TableEntry:
+        """The managed table's entry for an answer about its versions, caught up with versions
+        committed around the catalog, so readers see them right after (they are Lance commits
+        on the latest version, as good as any; see :meth:`_caught_up_with_storage`). A commit
+        that lands meanwhile wins; its entry is the answer."""
+        entry = self._require_managed_table(path, name)
+        try:
+            return self._caught_up_with_storage(path, entry)
+        except ConcurrentModificationError:
+            return self._require_managed_table(path, name)
 
     def _versions_of_creation(self, entry: TableEntry) -> int:
         """The versions a managed table's creator wrote straight to storage before its first
@@ -174,7 +220,7 @@ class VersionOps(CatalogCore):
         with self._operation("list versions of table", raw_id):
             req = coerce_request(request, ListTableVersionsRequest)
             path, name = self._table_path(req.id)
-            entry = self._require_managed_table(path, name)
+            entry = self._latest_known(path, name)
             descending = bool(req.descending)
             if descending and req.limit == 1 and not req.page_token:
                 # Lance's hot path on every open and commit: the catalog alone answers it.
@@ -197,7 +243,7 @@ class VersionOps(CatalogCore):
         with self._operation("describe a version of table", raw_id):
             req = coerce_request(request, DescribeTableVersionRequest)
             path, name = self._table_path(req.id)
-            entry = self._require_managed_table(path, name)
+            entry = self._latest_known(path, name)
             latest = self._latest_record(entry)
             if req.version is None or (latest and req.version == latest.version):
                 if latest is None:

@@ -190,6 +190,17 @@ class ManifestFiles:
         else:
             filesystem.copy_file(source, target)  # one atomic server-side copy
 
+    def holds_final(self, location: str, version: int, naming_scheme: str | None) -> bool:
+        """Whether storage holds ``version`` under its final manifest name (False when it
+        cannot be read: the commit then goes on, as it did before this check)."""
+        try:
+            filesystem, root = self._filesystem(location)
+            final = f"{root}/_versions/{versions.manifest_name(version, naming_scheme)}"
+            return bool(filesystem.get_file_info(final).type.name == "File")
+        except Exception as error:
+            logger.debug("could not look for version %s of %s: %s", version, location, error)
+            return False
+
     def present(self, location: str) -> set[int] | None:
         """The versions whose manifest (final or staging) is on storage; None when the
         ``_versions/`` directory cannot be listed (then nobody can say, and nothing is hidden).
