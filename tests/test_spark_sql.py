@@ -486,8 +486,7 @@ def test_every_sql_write_commits_through_the_catalog(
     """On a managed_by=impl table every SQL write commits through our commit arbiter: the
     catalog's version follows each statement, storage holds no version beside it, and pylance
     by name sees it right after. VACUUM removes old files and keeps that so. (lance-spark
-    0.4.0's OPTIMIZE commits around the catalog, which adopts it at the next commit: the test
-    after this one.)"""
+    0.4.0's OPTIMIZE commits around the catalog, which adopts it: the test after this one.)"""
     catalog = catalogs[backend]
     db = fresh_db(catalog, sql, "managed")
     table = catalog.sql_name(db, "t")
@@ -564,16 +563,17 @@ def test_two_sql_jobs_and_pylance_write_one_managed_table_at_once(
 
 
 @pytest.mark.parametrize("backend", ["hive3_managed", "glue_managed"])
-def test_optimize_around_the_catalog_is_adopted_by_the_next_commit(
+def test_optimize_around_the_catalog_is_adopted(
     backend: str, catalogs: dict[str, Catalog], sql: SqlSession
 ) -> None:
     """lance-spark 0.4.0's OPTIMIZE commits its compaction straight to storage, around the
-    catalog. The next commit through the catalog (a SQL INSERT, then pylance's append) must
-    not reuse a version storage holds: the catalog adopts the compaction's versions and each
-    writer rebases onto them, so no row and no version is lost."""
+    catalog. The catalog adopts it: a SQL INSERT right after it (no read in between) and a
+    pylance append rebase onto it instead of reusing a version storage holds, and pylance
+    opening the table by name right after the next OPTIMIZE sees it. No row or version is lost."""
     catalog = catalogs[backend]
     db = fresh_db(catalog, sql, "optimize")
     table = catalog.sql_name(db, "t")
+    table_id = [*catalog.db_id(db), "t"]
     sql.sql(f"CREATE TABLE {table} (id BIGINT, v STRING)")
     sql.sql(f"INSERT INTO {table} SELECT id, 'a' FROM range(10)")
     sql.sql(f"INSERT INTO {table} SELECT id, 'b' FROM range(10, 20)")
@@ -588,7 +588,7 @@ def test_optimize_around_the_catalog_is_adopted_by_the_next_commit(
     lance.write_dataset(
         pa.table({"id": pa.array([30], pa.int64()), "v": ["pylance"]}),
         namespace_client=catalog.namespace,
-        table_id=[*catalog.db_id(db), "t"],
+        table_id=table_id,
         mode="append",
     )
     latest = dataset(catalog, db, "t")
@@ -597,6 +597,13 @@ def test_optimize_around_the_catalog_is_adopted_by_the_next_commit(
     assert sorted(latest.to_table()["id"].to_pylist()) == list(range(31))
     assert sql.sql(f"SELECT count(*) FROM {table}") == [(31,)]
     assert lance.dataset(location, version=compacted).count_rows() == 20
+
+    sql.sql(f"OPTIMIZE {table}")
+    again = lance.dataset(location).version
+    assert again > latest.version
+    assert dataset(catalog, db, "t").version == again  # by name, right after
+    assert _catalog_version(catalog, db, "t") == again
+    assert sorted(dataset(catalog, db, "t").to_table()["id"].to_pylist()) == list(range(31))
 
 
 # --------------------------------------------------------------------------------------------
