@@ -7,7 +7,6 @@ helpers :class:`~lance_metastore.operations.core.CatalogCore` names.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -142,7 +141,9 @@ class VersionOps(CatalogCore):
             versions.current_version(adopted),
         )
         self._catalog_compare_and_set(path, entry, adopted)
-        return dataclasses.replace(entry, parameters=adopted)
+        # Read again: the write moved the entry's token (Glue's VersionId, Hive 4's revision),
+        # which the commit that follows must hold to succeed at its first attempt.
+        return self._require_managed_table(path, entry.name)
 
     def _latest_known(self, path: Path, name: str) -> TableEntry:
         """The managed table's entry for an answer about its versions, caught up with versions
