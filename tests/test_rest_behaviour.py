@@ -25,6 +25,7 @@ from test_managed_commits import (  # noqa: F401 - collected again here
     test_paging_and_deleting_version_records,
     test_pylance_commits_through_the_catalog,
     test_storage_managed_tables_keep_lance_commits,
+    test_versions_written_around_the_catalog_are_adopted_not_overwritten,
     test_writer_processes_lose_nothing,
 )
 
