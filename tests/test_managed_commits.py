@@ -252,6 +252,45 @@ def test_concurrent_writers_all_land(backend: Harness, managed):
     assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 2 * total
 
 
+def test_writers_racing_past_a_version_committed_around_the_catalog_all_land(
+    backend: Harness, managed
+):
+    """The adoption is a catalog write: 4 writers that meet the same version committed around
+    the catalog at once adopt it once, and all their appends land after it, in order."""
+    needs_conditional_updates(backend)
+    ns, table_id = managed
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="create")
+    lance.write_dataset(ROWS, namespace_client=ns, table_id=table_id, mode="append")
+    location = ns.describe_table({"id": table_id}).location
+    lance.dataset(location).optimize.compact_files()  # around the catalog
+    compacted = lance.dataset(location).version
+    writers = 4
+    failures: list[BaseException] = []
+    start = threading.Barrier(writers)
+
+    def write() -> None:
+        own = backend.connect()
+        start.wait(timeout=60)
+        try:
+            lance.write_dataset(ROWS, namespace_client=own, table_id=table_id, mode="append")
+        except Exception as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=write) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads) and failures == [], failures
+    latest = lance.dataset(namespace_client=ns, table_id=table_id)
+    assert latest.version == compacted + writers == lance.dataset(location).version
+    assert ns.describe_table({"id": table_id}).properties["version"] == str(latest.version)
+    assert latest.count_rows() == 2 * (2 + writers)
+    assert lance.dataset(location, version=compacted).count_rows() == 4
+    versions = [v.version for v in ns.list_table_versions({"id": table_id}).versions]
+    assert versions == list(range(1, latest.version + 1))
+
+
 WORKER = str(Path(__file__).parent / "support" / "commit_worker.py")
 
 
