@@ -13,10 +13,11 @@
 # The full suite runs test files in parallel (pytest-xdist, `--dist loadfile`: a file's tests
 # stay in one worker, each worker starts the session servers its files need);
 # LANCE_METASTORE_TEST_WORKERS sets the number of workers (default 2, 0 runs in this process).
-# --fast runs on 4 workers by default with `--dist loadgroup`: the tests on the session's HMS 2.3
-# form one group (one worker), so that metastore starts once; its tests wait on servers more
-# than they compute, so 4 workers beat 2 on 2 cores (412 s against 564 s here), where the full
-# suite's JVMs and Spark sessions want one worker per core. Further arguments go to pytest.
+# --fast runs on 4 workers by default with `--dist worksteal` (an idle worker takes tests from a
+# busy one): its tests wait on servers more than they compute, so 4 workers beat 2 on 2 cores,
+# where the full suite's JVMs and Spark sessions want one worker per core. Each worker starts
+# the session servers its tests need (its own HMS 2.3 and Glue emulator). Further arguments go
+# to pytest.
 # Starts every server it needs itself (Hive Metastore, Glue/STS/S3 endpoint, Spark) on
 # 127.0.0.1 with ports chosen by the OS.
 set -euo pipefail
@@ -29,6 +30,10 @@ if [ "${1:-}" = "--fast" ]; then
 fi
 
 bash scripts/setup.sh
+# Every test process and the CLI, REST and writer processes it starts import the project's
+# code: let Python keep the compiled modules (and pytest its rewritten test modules) in
+# __pycache__ (ignored by git) instead of compiling them again in each process.
+unset PYTHONDONTWRITEBYTECODE
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
 
@@ -44,7 +49,7 @@ workers="${LANCE_METASTORE_TEST_WORKERS:-$default_workers}"
 parallel=()
 if [ "$workers" != "0" ]; then
   if [ "$fast" -eq 1 ]; then
-    parallel=(-n "$workers" --dist loadgroup)
+    parallel=(-n "$workers" --dist worksteal)
   else
     parallel=(-n "$workers" --dist loadfile)
   fi
