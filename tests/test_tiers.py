@@ -1,48 +1,75 @@
 """The test tiers select by fixture: ``--fast`` keeps one backend per family and leaves out
-what starts Spark or another JVM; markers follow the fixtures a test uses (tests/conftest.py)."""
+what starts Spark or another JVM; markers follow the fixtures a test uses (tests/conftest.py).
+
+Collections run in this process (``pytest.main --collect-only`` with a plugin that keeps the
+items): the modules are imported already, so a collection costs a second, where a fresh
+interpreter spends ten importing them."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
+import support.examples
+from conftest import VARIANT_BACKENDS
 
 ROOT = Path(__file__).parent.parent
 
 
-def collected(*args: str) -> list[str]:
-    """The node ids pytest collects with ``args`` (collection only: no server starts)."""
-    found = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    return [line for line in found.stdout.splitlines() if "::" in line]
+class _Keep:
+    """Keeps each collected item's node id and marker names, and the ids deselected."""
+
+    def __init__(self) -> None:
+        self.markers: dict[str, set[str]] = {}
+        self.deselected: list[str] = []
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += [item.nodeid for item in items]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.markers = {
+            item.nodeid: {m.name for m in item.iter_markers()} for item in session.items
+        }
 
 
-def collected_each(*runs: tuple[str, ...]) -> list[list[str]]:
-    """:func:`collected` for each argument tuple, the collections running at once (each is a
-    Python process that spends most of its time importing)."""
-    with ThreadPoolExecutor(len(runs)) as pool:
-        return list(pool.map(lambda args: collected(*args), runs))
+def collected(*args: str) -> dict[str, set[str]]:
+    """Node id -> marker names of what pytest collects with ``args`` (no server starts)."""
+    return collection(*args).markers
+
+
+def collection(*args: str) -> _Keep:
+    """What pytest collects and deselects with ``args``, collecting only."""
+    keep, fast = _Keep(), support.examples.fast
+    try:
+        status = pytest.main(
+            ["--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", str(ROOT), *args],
+            plugins=[keep],
+        )
+    finally:
+        support.examples.fast = fast  # the conftest's pytest_configure sets it for --fast
+    assert status == pytest.ExitCode.OK, f"collecting {args} answered {status!r}"
+    return keep
 
 
 def backend_of(node: str) -> str:
     return node.rsplit("[", 1)[1].rstrip("]")
 
 
+TESTS = ROOT / "tests"
 BEHAVIOUR, HIVE, SPARK = "tests/test_behaviour.py", "tests/test_hive.py", "tests/test_spark.py"
 REST = "tests/test_rest_behaviour.py"
+FILES = [str(ROOT / path) for path in (BEHAVIOUR, HIVE, SPARK, REST)]
 
 
-def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms() -> None:
-    every, fast = collected_each(
-        (BEHAVIOUR, HIVE, SPARK, REST), ("--fast", BEHAVIOUR, HIVE, SPARK, REST)
-    )
+@pytest.fixture(scope="module")
+def every() -> dict[str, set[str]]:
+    return collected(*FILES)
+
+
+def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms(
+    every: dict[str, set[str]],
+) -> None:
+    fast = collected("--fast", *FILES)
     # Through the REST server: every behaviour once, over Glue.
     assert {backend_of(n) for n in every if n.startswith(REST)} == {
         "rest-glue",
@@ -64,13 +91,35 @@ def test_fast_runs_each_behaviour_once_per_family_without_spark_or_other_jvms() 
     assert any(node.startswith(HIVE) for node in fast)  # the HMS 2.3 tests stay
 
 
-def test_markers_come_from_the_fixtures_used() -> None:
-    hms31, jvm_nodes, spark = collected_each(
-        ("-m", "hms31", BEHAVIOUR, HIVE),
-        ("-m", "jvm", BEHAVIOUR),
-        ("-m", "spark", SPARK, BEHAVIOUR),
-    )
+def test_markers_come_from_the_fixtures_used(every: dict[str, set[str]]) -> None:
+    hms31 = [node for node, markers in every.items() if "hms31" in markers]
     assert hms31 and all(node.endswith(("[3.1]", "[hive3-3.1]")) for node in hms31)
-    jvm = {backend_of(node) for node in jvm_nodes}
+    jvm = {
+        backend_of(n)
+        for n, markers in every.items()
+        if n.startswith(BEHAVIOUR) and "jvm" in markers
+    }
     assert jvm == {"hive3-3.1", "hive3-4", "hive_kerberos"}
+    spark = [
+        n for n, markers in every.items() if n.startswith((SPARK, BEHAVIOUR)) and "spark" in markers
+    ]
     assert spark and all(node.startswith(SPARK) for node in spark)
+    # and the `-m` selection of the tiers reads those markers
+    selected = collected("-m", "hms31", *FILES)
+    assert set(selected) == set(hms31)
+
+
+def test_variant_backends_leave_only_what_their_twin_runs() -> None:
+    """hive_kerberos and glue-noapi run the behaviour suite; a suite they leave out runs the
+    same test on their twin (the same namespace code, reached without Kerberos or the IAM
+    denial)."""
+    suites = ["test_bad_input.py", "test_managed_commits.py", "test_interface.py"]
+    run = collection(*[str(TESTS / name) for name in suites], str(ROOT / BEHAVIOUR))
+    left = run.deselected
+    for variant in VARIANT_BACKENDS:
+        assert any(f"[{variant}" in node for node in left), variant
+        assert any(f"[{variant}]" in node for node in run.markers if node.startswith(BEHAVIOUR))
+    for node in left:
+        variant = next(v for v in VARIANT_BACKENDS if f"[{v}" in node)
+        assert node.replace(f"[{variant}", f"[{VARIANT_BACKENDS[variant]}") in run.markers, node
+        assert not node.startswith(BEHAVIOUR)
