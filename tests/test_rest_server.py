@@ -42,6 +42,7 @@ from lance_namespace import (
     UpdateTableRequest,
 )
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
+from support.cli_env import refused_in_process
 from support.rest_namespaces import BareNamespace, BrokenNamespace
 
 from lance_metastore.rest import OPERATIONS, RestServer, create_app, http_status
@@ -532,19 +533,15 @@ def test_cli_serve_prints_url_then_stops_on_sigterm_after_in_flight_requests(tmp
 def test_cli_serve_refuses_bad_settings(tmp_path: Path):
     empty = tmp_path / "empty"
     empty.write_text("\n")
-    process = cli(
-        "--impl", "rest_namespaces.BareNamespace", "serve", "--auth-token-file", str(empty)
-    )
-    assert process.wait(60) != 0 and "empty" in process.stderr.read()
+    bare = ("--impl", "support.rest_namespaces.BareNamespace", "serve")
+    assert "empty" in refused_in_process(*bare, "--auth-token-file", str(empty)).stderr
     _, cert, _ = certificates(tmp_path)
-    process = cli("--impl", "rest_namespaces.BareNamespace", "serve", "--tls-cert", str(cert))
-    assert process.wait(60) != 0 and "--tls-key" in process.stderr.read()
+    assert "--tls-key" in refused_in_process(*bare, "--tls-cert", str(cert)).stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         port = str(busy.getsockname()[1])
-        process = cli("--impl", "rest_namespaces.BareNamespace", "serve", "--port", port)
-        assert process.wait(60) != 0 and "cannot serve" in process.stderr.read()
+        assert "cannot serve" in refused_in_process(*bare, "--port", port).stderr
 
 
 def test_listening_socket_lets_asyncio_disable_nagle():

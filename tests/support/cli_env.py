@@ -6,6 +6,20 @@ import os
 from pathlib import Path
 
 import pytest
+from click.testing import Result
+from typer.testing import CliRunner
+
+
+def refused_in_process(*args: str) -> Result:
+    """Runs ``lance-metastore *args`` in this process and returns the result of a command that
+    must refuse before it serves anything (a refusal needs no process of its own: one real
+    ``serve`` process per behaviour is enough, each costs seconds of imports)."""
+    from lance_metastore.cli import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code != 0, result.stdout
+    assert result.stdout == ""  # never served: no URL printed
+    return result
 
 
 def isolate_cli_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
