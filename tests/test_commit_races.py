@@ -43,8 +43,6 @@ def rows(*ids: int) -> pa.Table:
 def managed(backend):
     if not getattr(backend, "conditional_updates", True):
         pytest.skip(f"{backend.label}: UpdateTable ignores VersionId, nothing can arbitrate")
-    if backend.label == "hive_kerberos":
-        pytest.skip("same metastore and code path as hive2; Kerberos adds nothing to a race")
     ns = backend.connect(managed_by="impl")
     db = backend.db("races")
     ns.create_namespace({"id": db})
