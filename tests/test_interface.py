@@ -636,8 +636,8 @@ def test_bad_input_changes_nothing(backend: Harness, managed_by):
         "rename missing": ("error", "TABLE_NOT_FOUND"),
         "rename into missing namespace": ("error", "NAMESPACE_NOT_FOUND"),
     }
+    before = backend.snapshot()  # each call is compared with it: none may change anything
     for name, call in {**BAD_CALLS, **renames}.items():
-        before = backend.snapshot()
         assert outcome(lambda call=call: call(ns, t)) == expected[name], name
         after = backend.snapshot()
         assert after == before, (name, _difference(before, after))

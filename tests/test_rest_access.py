@@ -45,6 +45,7 @@ from support.access_kit import (
     policy_file,
     private_file,
 )
+from support.examples import sized
 from support.harness import Harness
 from support.rest_namespaces import BareNamespace
 
@@ -579,9 +580,11 @@ def test_no_secret_in_any_answer_or_log(secured: Secured, caplog: pytest.LogCapt
     sales = "$".join(secured.sales)
     with caplog.at_level(logging.DEBUG):
         for principal in PRINCIPALS:
-            for operation in OPERATIONS:
+            for index, operation in enumerate(OPERATIONS):
                 target = sales if operation.name in NAMESPACE_OPERATIONS else f"{sales}$orders"
-                for headers in (bearer(principal), {"x-api-key": api_key_of(principal)}):
+                schemes = [bearer(principal), {"x-api-key": api_key_of(principal)}]
+                # Every route with both schemes; in the fast tier with one, taking turns.
+                for headers in sized(schemes, [schemes[index % 2]]):
                     if operation.name in ("drop_table", "deregister_table", "drop_namespace"):
                         continue  # keep the table for the next principal
                     response = call(secured, operation.name, target, headers)

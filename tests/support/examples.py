@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-Size = TypeVar("Size", int, float)
+Size = TypeVar("Size")
 
 FAST_EXAMPLES = 3
 fast = False
