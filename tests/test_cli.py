@@ -590,17 +590,18 @@ def test_hms_start_s3_endpoint(java: str, stock_moto, tmp_path: Path) -> None:
 
 
 def test_version_and_json_usage_errors() -> None:
+    """In this process: the entry point's own process is test_module_entry_point's."""
     import lance_metastore
 
-    version = run_module("--version").stdout.strip()
-    assert version == f"lance-metastore {lance_metastore.__version__}"
-    bad = run_module("--json", "--impl", "hive2", "create-namespace", "x", "--mode", "sideways")
-    assert bad.returncode == 2 and "Usage:" in bad.stderr
+    cli = Cli()
+    assert cli("--version").stdout.strip() == f"lance-metastore {lance_metastore.__version__}"
+    bad = cli("--json", "--impl", "hive2", "create-namespace", "x", "--mode", "sideways", code=2)
+    assert "Usage:" in bad.stderr
     assert json.loads(bad.stdout)["error"]["exit_code"] == 2  # one JSON document
-    late = run_module("--impl", "hive2", "ls", "--page-size", "0", "--json")
-    assert late.returncode == 2 and json.loads(late.stdout)["error"]["exit_code"] == 2
-    misspelt = run_module("--impl", "hiv2", "ls")
-    assert misspelt.returncode == 2 and "did you mean 'hive2'?" in misspelt.stderr
+    late = cli("--impl", "hive2", "ls", "--page-size", "0", "--json", code=2)
+    assert json.loads(late.stdout)["error"]["exit_code"] == 2
+    misspelt = cli("--impl", "hiv2", "ls", code=2)
+    assert "did you mean 'hive2'?" in misspelt.stderr
 
 
 def test_unreachable_metastore_is_one_clean_line() -> None:
