@@ -4,13 +4,16 @@ Spark data source's client cache."""
 
 from __future__ import annotations
 
+import base64
 import gc
+import json
 import re
 import sys
 import threading
 import weakref
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any
 
 import lance
 import pyarrow as pa
@@ -30,6 +33,8 @@ from lance_metastore.operations.datasets import lance_errors
 from lance_metastore.rules.bulk import PLANNED, find_datasets, register_many, table_name_for
 from lance_metastore.rules.errors import lance_error, no_translation, translate_errors
 from lance_metastore.rules.identifiers import parse_identifier
+from lance_metastore.rules.json_nesting import nests_deeper_than
+from lance_metastore.rules.paging import decode_token
 from lance_metastore.rules.redaction import (
     REDACTED,
     is_secret,
@@ -280,3 +285,48 @@ def test_client_cache_is_lru_and_never_closes_a_client(empty_cache) -> None:
     del others
     gc.collect()
     assert evicted() is None  # dropped by the cache, released by its last holder
+
+
+@pytest.mark.parametrize(
+    ("text", "deepest"),
+    [
+        (b"1", 0),
+        (b"{}", 1),
+        (b'{"a": [1, {"b": []}]}', 4),
+        (b'{"a": "]]]\\"[[[", "b": "{"}', 1),  # brackets inside strings are text
+        (b"{[]}", 2),
+        (b"[[[}", 3),  # unbalanced: as deep as its openers
+    ],
+)
+def test_json_nesting_is_judged_from_the_text(text: bytes, deepest: int) -> None:
+    assert nests_deeper_than(text, deepest - 1) and not nests_deeper_than(text, deepest)
+
+
+@pytest.mark.parametrize(
+    "text", [b"[" * 100_000, b'{"a":' * 100_000 + b"1" + b"}" * 100_000, b"[]" * 10**6]
+)
+def test_json_nesting_is_judged_in_a_few_rounds(text: bytes) -> None:
+    """Each round drops one level: a limit of 64 costs at most 65 passes over the text."""
+    assert nests_deeper_than(text, 64) is (text[:1] != b"[" or text[1:2] != b"]")
+
+
+def test_a_deep_page_token_never_reaches_the_json_parser() -> None:
+    """json.loads recursed once per bracket of a caller's page token, up to the interpreter's
+    limit, where a finalizer the collector ran failed (CI saw a Hive pool's close fail so).
+    A token nested deeper than one flat object is refused before the parser sees it."""
+    parsed: list[object] = []
+
+    def watch(frame: Any, event: str, _arg: object) -> None:
+        if event == "call" and frame.f_code is json.JSONDecoder.raw_decode.__code__:
+            parsed.append(frame.f_locals.get("s"))
+
+    shallow = base64.urlsafe_b64encode(b'{"a": "x", "s": "y"}').decode()
+    deep = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+    sys.setprofile(watch)
+    try:
+        assert decode_token(shallow) == ("x", "y")
+        with pytest.raises(InvalidInputError, match="Invalid page_token"):
+            decode_token(deep)
+    finally:
+        sys.setprofile(None)
+    assert len(parsed) == 1  # the shallow token only

@@ -25,6 +25,7 @@ from ..rules.credentials import vending_at_most
 from ..rules.errors import is_worded_refusal, known_secrets, unsupported
 from ..rules.extras import requires_extra
 from ..rules.identifiers import split_identifier
+from ..rules.json_nesting import nests_deeper_than
 from ..rules.redaction import scrub, shareable
 from .access import AccessControl, Denial
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
@@ -439,33 +440,16 @@ def _json_object(body: bytes, what: str) -> dict[str, Any]:
     """The JSON object in ``body``; an empty body is refused, as by Lance's own server."""
     if not body.strip():
         raise BadRequest(f"The {what} must be a JSON object ({{}} when every field is optional)")
-    try:
-        value = json.loads(body)
-        too_deep = _nested_deeper_than(value, MAX_JSON_DEPTH)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise BadRequest(f"Malformed JSON in the {what}: {error}") from None
-    except RecursionError:  # deeper than the parser itself goes
-        too_deep = True
-    if too_deep:
+    if nests_deeper_than(body, MAX_JSON_DEPTH):
         logger.warning("refused a %s nested deeper than %d levels", what, MAX_JSON_DEPTH)
         raise BadRequest(f"The {what} is nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        value = json.loads(body)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise BadRequest(f"Malformed JSON in the {what}: {error}") from None
     if not isinstance(value, dict):
         raise BadRequest(f"The {what} must be a JSON object, not {type(value).__name__}")
     return value
-
-
-def _nested_deeper_than(value: object, limit: int) -> bool:
-    """Whether arrays and objects in ``value`` nest more than ``limit`` levels (no recursion)."""
-    pending: list[tuple[Any, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        if not isinstance(item, (dict, list)):
-            continue
-        if depth > limit:
-            return True
-        children = item.values() if isinstance(item, dict) else item
-        pending.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _query_fields(model: type[BaseModel]) -> dict[str, Any]:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Hashable, Sequence
 
 from lance_namespace.errors import InvalidInputError
 
+from .json_nesting import nests_deeper_than
+
 SNAPSHOT_SECONDS = 60.0
 SNAPSHOT_SLOTS = 64
 
@@ -42,13 +44,16 @@ def decode_token(token: str) -> tuple[str, str | None]:
     """Return (last name returned, snapshot id) or raise InvalidInputError."""
     try:
         padded = token + "=" * (-len(token) % 4)
-        payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
+        raw = base64.urlsafe_b64decode(padded.encode())
+        if nests_deeper_than(raw, 1):  # a token is one flat object
+            raise ValueError
+        payload = json.loads(raw)
         after = payload["a"]
         snapshot = payload.get("s")
         if not isinstance(after, str) or not (snapshot is None or isinstance(snapshot, str)):
             raise ValueError
         return after, snapshot
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError, RecursionError):
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeError):
         raise InvalidInputError(f"Invalid page_token {token[:64]!r}") from None
 
 
