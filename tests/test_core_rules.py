@@ -303,11 +303,18 @@ def test_json_nesting_is_judged_from_the_text(text: bytes, deepest: int) -> None
 
 
 @pytest.mark.parametrize(
-    "text", [b"[" * 100_000, b'{"a":' * 100_000 + b"1" + b"}" * 100_000, b"[]" * 10**6]
+    ("text", "deeper"),
+    [
+        (b"[" * 100_000, True),
+        (b'{"a":' * 100_000 + b"1" + b"}" * 100_000, True),
+        (b"[]" * 10**6, False),
+        (b'["' + b'\\"' * 10**6, False),  # a string left open: one pass, not one per quote
+    ],
 )
-def test_json_nesting_is_judged_in_a_few_rounds(text: bytes) -> None:
-    """Each round drops one level: a limit of 64 costs at most 65 passes over the text."""
-    assert nests_deeper_than(text, 64) is (text[:1] != b"[" or text[1:2] != b"]")
+def test_json_nesting_is_judged_in_a_few_rounds(text: bytes, deeper: bool) -> None:
+    """Each round drops one level: a limit of 64 costs at most 65 passes over the text, and
+    finding the strings one pass."""
+    assert nests_deeper_than(text, 64) is deeper
 
 
 def test_a_deep_page_token_never_reaches_the_json_parser() -> None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import re
 
-# A JSON string (its escapes included): brackets inside one are text, not nesting.
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A JSON string (its escapes included): brackets inside one are text, not nesting. One left
+# open runs to the end of the text (a parser stops there): a pattern that had to find the
+# closing quote failed once per quote after it, quadratic time on a body of escaped quotes.
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*(?:"|\Z)', re.DOTALL)
 _INNERMOST_PAIR = re.compile(rb"\[\]|\{\}")
 _NOT_A_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
