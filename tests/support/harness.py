@@ -9,11 +9,14 @@ catalog's own client, so "nothing changed" is judged without the library's code)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import threading
 import unicodedata
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -305,6 +308,67 @@ class GlueHarness(Harness):
         return dict(self._table(db, name).get("Parameters") or {})
 
 
+class _SharedMetastoreClient:
+    """One open connection to a metastore, lent to one harness call at a time.
+
+    HMS 2.3 builds a new ``HiveConf`` and object store for every connection (re-reading its
+    XML configuration from a classpath of hundreds of jars) and drops them when it closes:
+    a connection per harness call (every reset and snapshot) was most of the metastore's CPU
+    in the behaviour tests. A connection the metastore has closed (a restarted one, say) is
+    found by a cheap call and opened again.
+    """
+
+    def __init__(self, address: str, security: dict[str, str]) -> None:
+        self._address = address
+        self._security = security
+        self._lock = threading.Lock()
+        self._open: contextlib.ExitStack | None = None
+        self._client: Any = None
+
+    def _connect(self) -> None:
+        from urllib.parse import urlparse
+
+        from lance_metastore.hive.local import thrift_client
+
+        self.close()
+        stack = contextlib.ExitStack()
+        if self._security:
+            from .secure_hms import secured_thrift_client
+
+            self._client = stack.enter_context(secured_thrift_client(self._address, self._security))
+        else:
+            parsed = urlparse(self._address)
+            self._client = stack.enter_context(thrift_client(parsed.hostname, parsed.port))
+        self._open = stack
+
+    def _alive(self) -> bool:
+        try:
+            self._client.getMetaConf("hive.metastore.client.socket.timeout")
+        except Exception:
+            return False
+        return True
+
+    @contextlib.contextmanager
+    def borrowed(self) -> Iterator[Any]:
+        with self._lock:
+            if self._open is None or not self._alive():
+                self._connect()
+            try:
+                yield self._client
+            except BaseException:
+                self.close()  # a call that failed midway may leave the protocol out of step
+                raise
+
+    def close(self) -> None:
+        if self._open is not None:
+            stack, self._open, self._client = self._open, None, None
+            with contextlib.suppress(Exception):
+                stack.close()
+
+
+_SHARED_CLIENTS: dict[tuple[str, tuple[tuple[str, str], ...]], _SharedMetastoreClient] = {}
+
+
 @dataclass
 class HiveHarness(Harness):
     """Hive 2 (database -> table) or Hive 3 (catalog -> database -> table) on a metastore."""
@@ -351,17 +415,18 @@ class HiveHarness(Harness):
             return f"@{db[0]}#{db[1]}"
         return db[-1]
 
-    def _client(self):
+    def _client(self) -> contextlib.AbstractContextManager[Any]:
+        """The harness's Thrift client of the first metastore in ``uri``, one connection per
+        metastore and test process (see :class:`_SharedMetastoreClient`)."""
         from urllib.parse import urlparse
 
-        from lance_metastore.hive.local import thrift_client
-
         first = urlparse(self.uri.split(",")[0])
-        if self.security:
-            from .secure_hms import secured_thrift_client
-
-            return secured_thrift_client(f"thrift://{first.hostname}:{first.port}", self.security)
-        return thrift_client(first.hostname, first.port)
+        address = f"thrift://{first.hostname}:{first.port}"
+        key = (address, tuple(sorted(self.security.items())))
+        shared = _SHARED_CLIENTS.get(key)
+        if shared is None:
+            shared = _SHARED_CLIENTS[key] = _SharedMetastoreClient(address, dict(self.security))
+        return shared.borrowed()
 
     def reset(self) -> None:
         from pymetastore.hive_metastore import ttypes
