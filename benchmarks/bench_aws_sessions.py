@@ -1,14 +1,19 @@
-"""A Glue namespace's AWS set-up: a session and its Glue client, with the process's shared
-botocore loader (``rules/aws_sessions.py``) vs a plain ``boto3.Session`` (the code before it).
+"""A Glue namespace's AWS set-up: a session and its Glue client, three ways.
+
+- ``shared``: ``rules/aws_sessions.py`` as it is (the process's botocore loader, and a copy of
+  built-in handlers registered once);
+- ``loader``: the shared loader alone, each session registering botocore's handlers itself
+  (the code before the handlers were shared);
+- ``plain``: a plain ``boto3.Session`` (the code before either).
 
 Run from the repository root, in the project's venv (``glue`` extra)::
 
     python benchmarks/bench_aws_sessions.py [--rounds 20] [--repeat 5] [--json out.json]
 
-Each round builds one session and one Glue client each way, the order alternating round by
-round (no request is sent: building a client reads the service model and makes no call).
-Reported: per repeat the median of each side and the paired ratio (median over rounds of
-shared/plain), then the medians over repeats and the load average before and after.
+Each round builds one session and one Glue client each way, the order rotating round by round
+(no request is sent: building a client reads the service model and makes no call). Reported:
+per repeat the median of each side and the paired ratios (median over rounds of shared/loader
+and shared/plain), then the medians over repeats and the load average before and after.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,22 +31,34 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import alternate, environment, paired_ratio, settle, write_json
 
 KEYS = {"aws_access_key_id": "AKIABENCHMARK0000001", "aws_secret_access_key": "bench/secret"}
+ENDPOINT = "http://127.0.0.1:9"
 
 
 def plain() -> Any:
     import boto3
 
-    return boto3.Session(region_name="us-east-1", **KEYS).client(
-        "glue", endpoint_url="http://127.0.0.1:9"
-    )
+    return boto3.Session(region_name="us-east-1", **KEYS).client("glue", endpoint_url=ENDPOINT)
+
+
+def loader() -> Any:
+    import boto3
+    import botocore.session
+
+    from lance_metastore.rules.aws_sessions import _shared_loader
+
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _shared_loader())
+    session = boto3.Session(botocore_session=core, region_name="us-east-1", **KEYS)
+    return session.client("glue", endpoint_url=ENDPOINT)
 
 
 def shared() -> Any:
     from lance_metastore.rules.aws_sessions import aws_session
 
-    return aws_session(region_name="us-east-1", **KEYS).client(
-        "glue", endpoint_url="http://127.0.0.1:9"
-    )
+    return aws_session(region_name="us-east-1", **KEYS).client("glue", endpoint_url=ENDPOINT)
+
+
+CONTENDERS: dict[str, Callable[[], Any]] = {"shared": shared, "loader": loader, "plain": plain}
 
 
 def main() -> int:
@@ -49,36 +67,35 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json")
     args = parser.parse_args()
-    contenders = {"shared": shared, "plain": plain}
     load_before = os.getloadavg()
-    shared()  # the shared loader's first read is paid once per process, not per namespace
+    shared()  # what is shared is built once per process, not per namespace
     repeats = []
     for _ in range(args.repeat):
-        samples: dict[str, list[float]] = {name: [] for name in contenders}
+        samples: dict[str, list[float]] = {name: [] for name in CONTENDERS}
         for index in range(args.rounds):
-            for name in alternate(index, list(contenders)):
+            for name in alternate(index, list(CONTENDERS)):
                 settle()
                 start = time.perf_counter()
-                contenders[name]()
+                CONTENDERS[name]()
                 samples[name].append(time.perf_counter() - start)
-        repeats.append(
-            {
-                "shared_ms": statistics.median(samples["shared"]) * 1e3,
-                "plain_ms": statistics.median(samples["plain"]) * 1e3,
-                "ratio": paired_ratio(samples["shared"], samples["plain"]),
-            }
-        )
+        repeat = {f"{name}_ms": statistics.median(samples[name]) * 1e3 for name in CONTENDERS}
+        repeat["shared_vs_loader"] = paired_ratio(samples["shared"], samples["loader"])
+        repeat["shared_vs_plain"] = paired_ratio(samples["shared"], samples["plain"])
+        repeats.append(repeat)
         print(
-            f"repeat {len(repeats)}: shared {repeats[-1]['shared_ms']:.1f} ms, "
-            f"plain {repeats[-1]['plain_ms']:.1f} ms, shared/plain {repeats[-1]['ratio']:.3f}"
+            f"repeat {len(repeats)}: "
+            + ", ".join(f"{name} {repeat[f'{name}_ms']:.1f} ms" for name in CONTENDERS)
+            + f"; shared/loader {repeat['shared_vs_loader']:.3f}"
+            + f", shared/plain {repeat['shared_vs_plain']:.3f}"
         )
-    keys = ("shared_ms", "plain_ms", "ratio")
-    result = {key: statistics.median(r[key] for r in repeats) for key in keys}
+    result = {key: statistics.median(r[key] for r in repeats) for key in repeats[0]}
     load_after = os.getloadavg()
     print(
-        f"medians of {args.repeat} repeats x {args.rounds} rounds: shared {result['shared_ms']:.1f}"
-        f" ms, plain {result['plain_ms']:.1f} ms, shared/plain {result['ratio']:.3f}; "
-        f"load average {load_before[0]:.2f} -> {load_after[0]:.2f}"
+        f"medians of {args.repeat} repeats x {args.rounds} rounds: "
+        + ", ".join(f"{name} {result[f'{name}_ms']:.1f} ms" for name in CONTENDERS)
+        + f"; shared/loader {result['shared_vs_loader']:.3f}"
+        + f", shared/plain {result['shared_vs_plain']:.3f}"
+        + f"; load average {load_before[0]:.2f} -> {load_after[0]:.2f}"
     )
     if args.json:
         write_json(args.json, {"environment": environment(), "repeats": repeats, **result})

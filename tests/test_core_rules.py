@@ -1,6 +1,6 @@
 """The rules the core owns once, as pure units (no server): which class an impl names, the
-identifier parser, the secret rule, the id forms of each backend, bulk planning, and the
-Spark data source's client cache."""
+identifier parser, the secret rule, the id forms of each backend, bulk planning, the Spark
+data source's client cache, and the AWS sessions that share botocore's loader and handlers."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ from lance_namespace.errors import (
 import lance_metastore
 from lance_metastore import impls
 from lance_metastore.operations.datasets import lance_errors
+from lance_metastore.rules.aws_sessions import aws_session
 from lance_metastore.rules.bulk import PLANNED, find_datasets, register_many, table_name_for
 from lance_metastore.rules.errors import lance_error, no_translation, translate_errors
 from lance_metastore.rules.identifiers import parse_identifier
@@ -337,3 +338,41 @@ def test_a_deep_page_token_never_reaches_the_json_parser() -> None:
     finally:
         sys.setprofile(None)
     assert len(parsed) == 1  # the shallow token only
+
+
+def _handlers(session: Any, event: str) -> list[Any]:
+    # botocore has no public lookup of an emitter's handlers: its trie, read here only
+    return list(session.events._emitter._handlers.prefix_search(event))
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        "before-parameter-build.glue.GetTable",
+        "before-call.s3.PutObject",
+        "needs-retry.sts.AssumeRole",
+        "choose-signer.glue.GetTables",
+        "after-call.s3.GetBucketLocation",
+    ],
+)
+def test_aws_sessions_carry_botocores_builtin_handlers(event: str) -> None:
+    import boto3
+    import botocore.session
+
+    ours = aws_session(region_name="us-east-1")
+    botocores = boto3.Session(botocore_session=botocore.session.Session())
+    assert _handlers(ours, event) == _handlers(botocores, event)
+
+
+def test_aws_sessions_share_the_loader_but_not_their_handlers() -> None:
+    first, second = aws_session(region_name="us-east-1"), aws_session(region_name="eu-west-1")
+    loader = first._session.get_component("data_loader")
+    assert second._session.get_component("data_loader") is loader
+    marks: list[str] = []
+    first.events.register("lance-metastore-test", lambda **_: marks.append("first"))
+    second.events.emit("lance-metastore-test")
+    aws_session().events.emit("lance-metastore-test")
+    assert marks == []  # a handler registered on one session reaches no other
+    first.events.emit("lance-metastore-test")
+    assert marks == ["first"]
+    assert (first.region_name, second.region_name) == ("us-east-1", "eu-west-1")
