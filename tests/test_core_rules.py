@@ -340,28 +340,47 @@ def test_a_deep_page_token_never_reaches_the_json_parser() -> None:
     assert len(parsed) == 1  # the shallow token only
 
 
-def _handlers(session: Any, event: str) -> list[Any]:
-    # botocore has no public lookup of an emitter's handlers: its trie, read here only
-    return list(session.events._emitter._handlers.prefix_search(event))
+def _handlers(session: Any, event: str) -> list[str]:
+    """The handlers of ``event``, in order, by name (boto3 registers closures of its own,
+    new for each session). botocore has no public lookup: its trie, read here only."""
+    found = session.events._emitter._handlers.prefix_search(event)
+    return [
+        f"{getattr(h, '__module__', '')}.{getattr(h, '__qualname__', type(h).__qualname__)}"
+        for h in found
+    ]
 
 
-@pytest.mark.parametrize(
-    "event",
-    [
-        "before-parameter-build.glue.GetTable",
-        "before-call.s3.PutObject",
-        "needs-retry.sts.AssumeRole",
-        "choose-signer.glue.GetTables",
-        "after-call.s3.GetBucketLocation",
-    ],
-)
-def test_aws_sessions_carry_botocores_builtin_handlers(event: str) -> None:
+def test_aws_sessions_carry_botocores_builtin_handlers() -> None:
     import boto3
+    import botocore.handlers
     import botocore.session
 
     ours = aws_session(region_name="us-east-1")
     botocores = boto3.Session(botocore_session=botocore.session.Session())
-    assert _handlers(ours, event) == _handlers(botocores, event)
+    # each built-in event, as named and as a service-specific event below it
+    events = {spec[0] for spec in botocore.handlers.BUILTIN_HANDLERS}
+    events |= {f"{event}.glue.GetTable" for event in events if event.count(".") == 0}
+    assert len(events) > 100
+    for event in sorted(events):
+        assert _handlers(ours, event) == _handlers(botocores, event), event
+
+
+def test_botocores_session_initializers_run_once_per_session() -> None:
+    import botocore
+
+    seen: list[Any] = []
+
+    def initializer(session: Any) -> None:
+        seen.append(session)
+        session.register("lance-metastore-test", lambda **_: "marked")
+
+    botocore.register_initializer(initializer)
+    try:
+        session = aws_session(region_name="us-east-1")
+    finally:
+        botocore.unregister_initializer(initializer)
+    assert seen == [session._session]
+    assert [answer for _, answer in session.events.emit("lance-metastore-test")] == ["marked"]
 
 
 def test_aws_sessions_share_the_loader_but_not_their_handlers() -> None:

@@ -25,8 +25,9 @@ from .extras import requires_extra
 with requires_extra("aws"):
     import boto3
     import botocore.session
+    from botocore import handlers
     from botocore.credentials import Credentials
-    from botocore.hooks import HierarchicalEmitter
+    from botocore.hooks import EventAliaser, HierarchicalEmitter
     from botocore.loaders import Loader, create_loader
 
 
@@ -37,9 +38,19 @@ def _shared_loader() -> Loader:
 
 @functools.cache  # likewise: two equal emitters, one kept
 def _builtin_handlers() -> HierarchicalEmitter:
-    """An emitter with botocore's built-in handlers, as a new session registers them."""
+    """An emitter with botocore's built-in handlers, registered as a new session registers
+    them (aliased names, first/last where botocore says). Not by building a session: that
+    would also run botocore's session initializers on it, and then again on each copy."""
     emitter = HierarchicalEmitter()
-    botocore.session.Session(event_hooks=emitter)
+    events = EventAliaser(emitter)
+    for spec in handlers.BUILTIN_HANDLERS:
+        event_name, handler = spec[0], spec[1]
+        if len(spec) == 2:
+            events.register(event_name, handler)
+        elif spec[2] is handlers.REGISTER_FIRST:
+            events.register_first(event_name, handler)
+        elif spec[2] is handlers.REGISTER_LAST:
+            events.register_last(event_name, handler)
     return emitter
 
 
