@@ -146,12 +146,15 @@ def test_eight_clients_racing_creates_appends_column_syncs_and_drops(served):
     # enough: the clients then go on until it has, or until the hard deadline.
     hard_deadline = deadline + 120
 
+    def made_enough() -> bool:
+        return done["append"] >= CLIENTS and done["schema"] >= 1 and done["lifecycle"] >= 1
+
     def racing() -> bool:
         now = time.monotonic()
         if now < deadline:
             return True
         with lock:
-            enough = done["append"] >= CLIENTS and done["schema"] >= 1 and done["lifecycle"] >= 1
+            enough = made_enough()
         return not enough and now < hard_deadline
 
     def note(bucket: list[str], what: str, error: BaseException) -> None:
@@ -232,7 +235,4 @@ def test_eight_clients_racing_creates_appends_column_syncs_and_drops(served):
         assert int(described.properties["version"]) == dataset.version
         wanted = [(c.name, c.type) for c in catalog_columns(dataset.schema)]
         assert harness.columns(db, name) == wanted
-    assert done["append"] >= CLIENTS and done["schema"] >= 1 and done["lifecycle"] >= 1, (
-        done,
-        refused[:5],
-    )
+    assert made_enough(), (done, refused[:5])
