@@ -15,9 +15,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from lance_namespace import register_namespace_impl
+from .rules.client_models import defer_client_package_init
 
-from .impls import ALIASES, connect
+# Before lance_namespace imports its models: see the module for the second of start-up it saves.
+defer_client_package_init()
+
+from lance_namespace import register_namespace_impl  # noqa: E402
+
+from .impls import ALIASES, connect  # noqa: E402
 
 if TYPE_CHECKING:
     from .glue import GlueNamespace

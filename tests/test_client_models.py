@@ -1,0 +1,59 @@
+"""``lance_namespace_urllib3_client``'s ``__init__`` (every generated REST API class) runs on
+first use, not at import (:mod:`lance_metastore.rules.client_models`), and the package is whole
+for whoever uses it then. Each check runs in a child interpreter, as a process starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CHILD = """
+import json, sys
+exec(sys.argv[1])
+api_loaded_after_import = "lance_namespace_urllib3_client.api" in sys.modules
+import lance_namespace_urllib3_client as client
+from lance_namespace_urllib3_client import ApiClient, TableApi
+import lance_namespace_urllib3_client.api as api
+import lancedb.namespace  # imports models only, the way lancedb does
+try:
+    client.no_such_name
+    missing = None
+except AttributeError as error:
+    missing = str(error)
+print(json.dumps({
+    "api_loaded_after_import": api_loaded_after_import,
+    "version": client.__version__,
+    "api_client": ApiClient.__module__,
+    "table_api_is_the_submodules": TableApi is api.TableApi,
+    "missing": missing,
+}))
+"""
+
+
+def run_child(first: str) -> dict[str, object]:
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD, first], capture_output=True, text=True, timeout=120
+    )
+    assert child.returncode == 0, child.stderr[-2000:]
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def test_importing_us_leaves_the_generated_client_api_unimported_until_used() -> None:
+    from importlib.metadata import version
+
+    found = run_child("import lance_metastore, lance_namespace, lance_metastore.cli.app")
+    assert found == {
+        "api_loaded_after_import": False,
+        "version": version("lance-namespace-urllib3-client"),
+        "api_client": "lance_namespace_urllib3_client.api_client",
+        "table_api_is_the_submodules": True,
+        "missing": "module 'lance_namespace_urllib3_client' has no attribute 'no_such_name'",
+    }
+
+
+def test_a_client_package_imported_before_us_is_left_as_it_is() -> None:
+    found = run_child("import lance_namespace_urllib3_client; import lance_metastore")
+    assert found["api_loaded_after_import"] is True
+    assert found["api_client"] == "lance_namespace_urllib3_client.api_client"
+    assert found["table_api_is_the_submodules"] is True
