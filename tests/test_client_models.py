@@ -15,7 +15,7 @@ api_loaded_after_import = "lance_namespace_urllib3_client.api" in sys.modules
 import lance_namespace_urllib3_client as client
 from lance_namespace_urllib3_client import ApiClient, TableApi
 import lance_namespace_urllib3_client.api as api
-import lancedb.namespace  # imports models only, the way lancedb does
+from lance_namespace_urllib3_client.models.json_arrow_schema import JsonArrowSchema  # as lancedb
 try:
     client.no_such_name
     missing = None
