@@ -31,6 +31,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Before anything imports lance_namespace (support.harness does): so the generated REST
+# client's __init__ waits for first use in every worker (lance_metastore/rules/client_models.py).
+import lance_metastore  # noqa: F401
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 import support.examples
@@ -172,6 +176,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = kept
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))  # set in xdist's workers
+    if workers > 1:
+        items[:] = _timed_tests_lead_each_block(items, workers)
+
+
+# Files whose tests take a set stretch of time rather than CPU: fault injection that waits out
+# retry budgets, races and load runs of fixed seconds, writer processes. One of them started by
+# a worker when the others have run out of tests is the tier's last half minute.
+TIMED_FILES = {
+    "test_faults.py",
+    "test_rest_races.py",
+    "test_load.py",
+    "test_commit_races.py",
+    "test_managed_commits.py",
+}
+
+
+def _timed_tests_lead_each_block(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """``items`` reordered so each worker starts with its share of the timed tests (a
+    contiguous share, so a file's tests stay together and its module fixtures start once).
+
+    pytest-xdist's ``worksteal`` hands the collection out in contiguous blocks, one per worker
+    (each ``len(pending) // workers_left`` long), then idle workers take tests from the end of
+    a busy worker's queue: timed tests at the head of every block all start early, and what is
+    left to share at the end is short. (Under ``loadfile`` the timed files only start early.)"""
+    timed = [item for item in items if item.path.name in TIMED_FILES]
+    other = [item for item in items if item.path.name not in TIMED_FILES]
+    order: list[pytest.Item] = []
+    remaining = len(items)
+    for index in range(workers):
+        size = remaining // (workers - index)
+        remaining -= size
+        head = timed[len(timed) * index // workers : len(timed) * (index + 1) // workers]
+        fill = max(0, size - len(head))
+        order += head + other[:fill]
+        other = other[fill:]
+    return order + other
 
 
 # Run the Hive tests against an existing metastore instead of starting one from the pyspark

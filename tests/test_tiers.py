@@ -123,3 +123,24 @@ def test_variant_backends_leave_only_what_their_twin_runs() -> None:
         variant = next(v for v in VARIANT_BACKENDS if f"[{v}" in node)
         assert node.replace(f"[{variant}", f"[{VARIANT_BACKENDS[variant]}") in run.markers, node
         assert not node.startswith(BEHAVIOUR)
+
+
+def test_timed_tests_lead_each_workers_block() -> None:
+    """Under xdist each worker's first block starts with its share of the timed tests, a
+    file's tests stay in order, and every test is kept once."""
+    from types import SimpleNamespace
+
+    from conftest import TIMED_FILES, _timed_tests_lead_each_block
+
+    timed_file = sorted(TIMED_FILES)[0]
+    items = [SimpleNamespace(path=Path(f"tests/test_a{n}.py"), n=n) for n in range(30)]
+    items[5:5] = [SimpleNamespace(path=Path(f"tests/{timed_file}"), n=100 + n) for n in range(10)]
+    order = _timed_tests_lead_each_block(items, 4)  # type: ignore[arg-type]
+    assert sorted(item.n for item in order) == sorted(item.n for item in items)
+    blocks = [order[0:10], order[10:20], order[20:30], order[30:40]]  # xdist's 40 // 4 each
+    heads = [[item.n for item in block if item.n >= 100] for block in blocks]
+    assert heads == [[100, 101], [102, 103, 104], [105, 106], [107, 108, 109]]
+    for block, head in zip(blocks, heads, strict=True):
+        assert [item.n for item in block[: len(head)]] == head  # the block starts with them
+    others = [item.n for item in order if item.n < 100]
+    assert others == list(range(30))

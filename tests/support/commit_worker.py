@@ -17,9 +17,13 @@ import sys
 
 import lance
 import pyarrow as pa
-from lance_namespace.errors import LanceNamespaceError
 
+# Ours before lance_namespace, as a process of the CLI imports them: the generated REST
+# client's __init__ then waits for first use (lance_metastore/rules/client_models.py).
 from lance_metastore import connect
+
+# isort: split
+from lance_namespace.errors import LanceNamespaceError
 
 ROWS = pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]})
 
