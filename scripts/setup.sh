@@ -9,6 +9,9 @@
 #   bash scripts/setup.sh test   the test command (scripts/test.sh; the default): .venv with
 #                                every extra and the test dependencies, the Kerberos tools, the
 #                                Hive Metastore 3.1 and 4.0 releases, and everything of `sql`
+#   bash scripts/setup.sh fast   the fast tier (scripts/test.sh --fast): `test` without the Hive
+#                                Metastore 3.1 and 4.0 releases and `sql` (the tier starts no
+#                                Spark and no metastore but the pyspark wheel's 2.3)
 #
 # The Hive Metastore releases are fetched once per machine into the user cache and lance-spark's
 # jars into the Ivy cache of lance_metastore.spark.sql (LANCE_METASTORE_SKIP_HMS_FETCH=1 skips
@@ -18,9 +21,9 @@ cd "$(dirname "$0")/.."
 
 target="${1:-test}"
 case "$target" in
-  main | sql | test) ;;
+  main | sql | test | fast) ;;
   *)
-    echo "usage: bash scripts/setup.sh [main|sql|test]" >&2
+    echo "usage: bash scripts/setup.sh [main|sql|test|fast]" >&2
     exit 2
     ;;
 esac
@@ -99,7 +102,7 @@ PY
     # shellcheck disable=SC2086 # one requirement per word
     pip_install .venv -e ".[glue,hive,server,spark]" $requirements
   fi
-  if [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
+  if [ "$target" = test ] && [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
     step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
     .venv/bin/python -m lance_metastore.hive.distributions 3.1 3.1+s3 4
   fi
@@ -132,6 +135,7 @@ case "$target" in
     setup_test
     setup_sql
     ;;
+  fast) setup_test ;;
 esac
 if [ "$target" = sql ]; then
   step "ready (sql): .venv-sql"

@@ -29,7 +29,11 @@ if [ "${1:-}" = "--fast" ]; then
   shift
 fi
 
-bash scripts/setup.sh
+if [ "$fast" -eq 1 ]; then
+  bash scripts/setup.sh fast
+else
+  bash scripts/setup.sh
+fi
 # Every test process and the CLI, REST and writer processes it starts import the project's
 # code: let Python keep the compiled modules (and pytest its rewritten test modules) in
 # __pycache__ (ignored by git) instead of compiling them again in each process.
