@@ -32,6 +32,7 @@ from pymetastore.hive_metastore.ttypes import (
     UnlockRequest,
 )
 
+from lance_metastore.hive import class_archive
 from lance_metastore.hive import local as hms_local
 from lance_metastore.hive.local import (
     FAST_LOCK_EXPIRY,
@@ -411,3 +412,61 @@ def test_the_bind_guard_is_used_only_where_the_release_cannot_bind(tmp_path: Pat
         everywhere = command(version, "0.0.0.0")  # asked for every interface: no guard
         assert not any("bind.host" in arg or "setSocketFactory" in arg for arg in everywhere)
     assert not any("setSocketFactory" in arg for arg in command("4", "127.0.0.1"))
+
+
+def _mapped_files(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/maps") as maps:
+        return {line.split(maxsplit=5)[5].strip() for line in maps if len(line.split()) == 6}
+
+
+def test_the_first_start_records_a_class_archive_that_later_starts_map(
+    java: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start without an archive records one; a clean stop (here through the data directory,
+    as `lance-metastore hms stop` does) puts it in the cache; the next start maps it."""
+    monkeypatch.setenv("LANCE_METASTORE_HMS_CACHE", str(tmp_path / "cache"))
+    archives = tmp_path / "cache" / "class-archives"
+    first = LocalMetastore(tmp_path / "first")
+    with first:
+        assert any("-XX:ArchiveClassesAtExit=" in arg for arg in _cmdline(first.pid))
+        LocalMetastore.from_data_dir(first.data_dir).stop()
+    [archive] = archives.iterdir()
+    assert archive.suffix == ".jsa" and archive.stat().st_size > 1_000_000
+    assert not (first.data_dir / class_archive.PENDING_NAME).exists()
+
+    with LocalMetastore(tmp_path / "second") as second:
+        assert f"-XX:SharedArchiveFile={archive}" in _cmdline(second.pid)
+        assert str(archive) in _mapped_files(second.pid)
+        with second.client() as client:
+            _create_database(client, "after_archive")
+            assert "after_archive" in client.get_all_databases()
+        log = second.log_path.read_text()
+    assert " INFO [main] metastore.HiveMetaStore: " in log  # this project's log layout, not Hive's
+    assert list(archives.iterdir()) == [archive]
+
+
+def test_a_killed_recording_is_dropped_and_a_damaged_archive_is_ignored(
+    java: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANCE_METASTORE_HMS_CACHE", str(tmp_path / "cache"))
+    killed = LocalMetastore(tmp_path / "killed")
+    killed.start()
+    killed.kill()
+    assert not (tmp_path / "cache" / "class-archives").exists()
+    assert not (killed.data_dir / class_archive.PENDING_NAME).exists()
+
+    # The archive a metastore of the same options would map: the one the killed one named.
+    archive = Path(json.loads((killed.data_dir / STATE_FILE).read_text())["class_archive"])
+    assert archive.parent == tmp_path / "cache" / "class-archives"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"not a class-data archive" * 1000)
+    with LocalMetastore(tmp_path / "damaged") as damaged:  # the JVM starts without it
+        assert f"-XX:SharedArchiveFile={archive}" in _cmdline(damaged.pid)
+        with damaged.client() as client:
+            assert "default" in client.get_all_databases()
+
+
+def _cmdline(pid: int | None) -> list[str]:
+    assert pid is not None
+    with open(f"/proc/{pid}/cmdline") as cmdline:
+        return cmdline.read().split("\0")

@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape
 
 from ..rules.extras import install_hint, requires_extra
+from . import class_archive
 from .distributions import DEFAULT_VERSION, HiveRelease, ReleaseFetchError, fetch_release, release
 
 if TYPE_CHECKING:
@@ -382,6 +383,9 @@ def hive_site_properties(data_dir: Path) -> dict[str, str]:
         "datanucleus.schema.autoCreateAll": "true",
         "hive.metastore.schema.verification": "false",
         "hive.metastore.warehouse.dir": (data_dir / WAREHOUSE_DIR).as_uri(),
+        # This configuration's logging, not the hive-log4j2.properties in hive-common's jar,
+        # which comes first on the class path (see LocalMetastore._command).
+        "hive.log4j.file": str(data_dir / CONF_DIR / "hive-log4j2.properties"),
         # BoneCP, Hive's default pool, is not shipped with pyspark; HikariCP is.
         "datanucleus.connectionPoolingType": "HikariCP",
         # The DbTxnManager lock API (lock / check_lock / unlock / heartbeat).
@@ -690,6 +694,8 @@ class LocalMetastore:
         self._probe = probe or _answers
         self._pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        # The class-data archive the JVM maps or records (see class_archive).
+        self._class_archive: Path | None = None
 
     # -- discovery -------------------------------------------------------------------------
 
@@ -726,6 +732,8 @@ class LocalMetastore:
         )
         pid = state.get("pid")
         metastore._pid = int(pid) if pid is not None else None
+        archive = state.get("class_archive")
+        metastore._class_archive = Path(archive) if archive else None
         return metastore
 
     # -- properties ------------------------------------------------------------------------
@@ -870,12 +878,15 @@ class LocalMetastore:
     def stop(self, timeout: float = 30) -> None:
         """Stop the metastore: SIGTERM (Hive shuts down cleanly), then SIGKILL after ``timeout``."""
         pid = self._live_pid()
+        stopped_cleanly = True
         if pid is not None:
             self._signal(pid, signal.SIGTERM)
             if not self._wait_for_exit(pid, timeout):
                 self._signal(pid, signal.SIGKILL)
                 self._wait_for_exit(pid, 10)
+                stopped_cleanly = False
         self._reap()
+        self._keep_class_recording(stopped_cleanly)
         self._pid = None
         if self._port:
             self._write_state()
@@ -887,6 +898,7 @@ class LocalMetastore:
             self._signal(pid, signal.SIGKILL)
             self._wait_for_exit(pid, 10)
         self._reap()
+        self._keep_class_recording(stopped_cleanly=False)
 
     def restart(self, timeout: float = 120) -> None:
         """Stop (if running) and start again on the same port with the same Derby data."""
@@ -994,6 +1006,11 @@ class LocalMetastore:
         if self._release.key == "4":
             (self.conf_dir / _TXN_TABLES_FILE).write_text(HMS4_TXN_TABLES)
 
+    def _keep_class_recording(self, stopped_cleanly: bool) -> None:
+        """After the JVM exited: keep the class-data archive it recorded, if it stopped cleanly."""
+        if self._class_archive is not None:
+            class_archive.keep_recording(self._data_dir, self._class_archive, stopped_cleanly)
+
     def _bind_guarded(self) -> bool:
         """Whether the JVM needs :data:`_BIND_GUARD` to listen on ``host`` only.
 
@@ -1020,17 +1037,19 @@ class LocalMetastore:
         return guard + _BOOT_SCRIPT.format(port=self._port)
 
     def _command(self, java: str, jars: Path) -> list[str]:
-        return [
-            java,
+        options = [
             f"-Xmx{self._heap}",
             *JVM_FLAGS,
             *self._jvm_options,
+            *(("--add-opens=java.base/java.net=ALL-UNNAMED",) if self._bind_guarded() else ()),
+        ]
+        self._class_archive = class_archive.archive_for(java, jars, options)
+        return [
+            java,
+            *options,
+            *class_archive.archive_options(self._class_archive, self._data_dir),
             f"-D{_MARKER_PROPERTY}={self._data_dir}",
-            *(
-                ("--add-opens=java.base/java.net=ALL-UNNAMED", f"-D{_BIND_PROPERTY}={self._host}")
-                if self._bind_guarded()
-                else ()
-            ),
+            *((f"-D{_BIND_PROPERTY}={self._host}",) if self._bind_guarded() else ()),
             # Spark's jars bring a log4j2 setup that otherwise ignores Hive's configuration.
             "-Dlog4j2.contextSelector="
             "org.apache.logging.log4j.core.selector.ClassLoaderContextSelector",
@@ -1042,7 +1061,10 @@ class LocalMetastore:
             "-Dderby.system.durability=test",
             f"-Dderby.stream.error.file={self._data_dir / 'derby.log'}",
             "-cp",
-            f"{self.conf_dir}{os.pathsep}{jars / '*'}",
+            # The configuration after the jars: a class-data archive records only jars, and
+            # they must come first (no jar holds a file of the configuration's names but
+            # hive-common 2.3's hive-log4j2.properties, overridden by hive.log4j.file).
+            f"{jars / '*'}{os.pathsep}{self.conf_dir}",
             _SCRIPT_RUNNER,
             "-te",
             "java.lang.Throwable",
@@ -1059,6 +1081,7 @@ class LocalMetastore:
             "version": self.version,
             "core_conf": self._core_conf,
             "jvm_options": self._jvm_options,
+            "class_archive": str(self._class_archive) if self._class_archive else None,
             "s3_endpoint": self._s3_endpoint,
             "s3_credentials": self._s3_credentials,
             "uri": f"thrift://{self._host}:{self._port}",
