@@ -14,8 +14,9 @@ to map instead:
 
 The JVM checks an archive against its own build and class path before using it, and starts
 without it when they differ (``-Xshare:auto``), so a stale or damaged archive costs only the
-time it would have saved. Measured with HMS 2.3 on 2 cores: 8.5 s of CPU and 6.8 s to an open
-port without the archive, 6.4 s and 4.8 s with it.
+time it would have saved. ``benchmarks/bench_hms_start.py`` on 2 cores, HMS 2.3: 7.96 s of
+the JVM's CPU and 6.35 s until the first Thrift call is answered without the archive, 6.12 s
+and 4.51 s with it.
 
 An archive records the class path's jars, and only jars can come first: the configuration
 directory follows them on the class path.
