@@ -21,6 +21,7 @@ tests against real AWS Glue instead; emulator-only tests then skip.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import uuid
@@ -114,6 +115,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # before the test modules are imported: their @settings(max_examples=examples(n)) read it
     support.examples.fast = bool(config.getoption("--fast"))
+
+
+GC_THRESHOLD = 20_000
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the imports and the collection made (about 270,000 objects: modules, service and
+    request models, test items) lives until the session ends: ``gc.freeze`` takes it out of
+    the cyclic collector's way, and the collector runs after every 20,000 new objects instead
+    of 700, so the tests' many short-lived objects are collected in fewer, larger rounds.
+    Measured in the fast tier: full collections took 7.8 to 17.4 s per worker without either
+    (``gc.collect()`` called by a test is unaffected)."""
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def _fixture_closure(item: pytest.Item) -> set[str]:
