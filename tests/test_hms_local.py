@@ -470,3 +470,18 @@ def _cmdline(pid: int | None) -> list[str]:
     assert pid is not None
     with open(f"/proc/{pid}/cmdline") as cmdline:
         return cmdline.read().split("\0")
+
+
+def test_a_cache_that_cannot_take_the_archive_never_fails_a_stop(
+    java: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the cache's parent should be")
+    monkeypatch.setenv("LANCE_METASTORE_HMS_CACHE", str(blocker / "cache"))
+    metastore = LocalMetastore(tmp_path / "data")
+    metastore.start()
+    with caplog.at_level("WARNING", logger="lance_metastore.hms_local"):
+        metastore.stop()
+    assert not metastore.is_running()
+    assert "the JVM class-data archive was not kept" in caplog.text
+    assert not (metastore.data_dir / class_archive.PENDING_NAME).exists()

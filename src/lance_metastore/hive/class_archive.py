@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import tempfile
 import time
@@ -33,6 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .distributions import cache_dir
+
+logger = logging.getLogger("lance_metastore.hms_local")
 
 # The recording of a start without an archive, in the metastore's data directory.
 PENDING_NAME = "class-archive.jsa"
@@ -69,13 +72,22 @@ def archive_options(archive: Path, data_dir: Path) -> list[str]:
 
 def keep_recording(data_dir: Path, archive: Path, stopped_cleanly: bool) -> None:
     """After the JVM exited: move its recording (if any) to ``archive`` when it stopped cleanly,
-    else delete it. The move is atomic, so concurrent starts never map a partial file."""
+    else delete it. The move is atomic, so concurrent starts never map a partial file. A cache
+    that cannot take it (read-only, full) only costs the next start its speed: it is logged,
+    never raised, so a stop always succeeds."""
     recording = data_dir / PENDING_NAME
     if not recording.exists():
         return
-    if not stopped_cleanly or recording.stat().st_size == 0:
+    try:
+        if stopped_cleanly and recording.stat().st_size > 0:
+            _move_into_cache(recording, archive)
+    except OSError as error:
+        logger.warning("the JVM class-data archive was not kept in %s: %s", archive.parent, error)
+    finally:
         recording.unlink(missing_ok=True)
-        return
+
+
+def _move_into_cache(recording: Path, archive: Path) -> None:
     archive.parent.mkdir(parents=True, exist_ok=True)
     # Copied next to the archive first: the data directory may be on another file system.
     handle, staging = tempfile.mkstemp(dir=archive.parent, suffix=".partial")
@@ -86,7 +98,6 @@ def keep_recording(data_dir: Path, archive: Path, stopped_cleanly: bool) -> None
         os.replace(staging, archive)
     finally:
         Path(staging).unlink(missing_ok=True)
-        recording.unlink(missing_ok=True)
     _delete_unused(archive.parent)
 
 
