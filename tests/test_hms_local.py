@@ -485,3 +485,27 @@ def test_a_cache_that_cannot_take_the_archive_never_fails_a_stop(
     assert not metastore.is_running()
     assert "the JVM class-data archive was not kept" in caplog.text
     assert not (metastore.data_dir / class_archive.PENDING_NAME).exists()
+
+
+def test_keeping_an_archive_deletes_the_long_unused_and_all_but_the_latest_few(
+    tmp_path: Path,
+) -> None:
+    cache, data_dir = tmp_path / "class-archives", tmp_path / "data"
+    cache.mkdir()
+    data_dir.mkdir()
+    now = time.time()
+    old = cache / "old.jsa"
+    old.write_bytes(b"x")
+    os.utime(old, (now, now - (class_archive.UNUSED_DAYS + 1) * 86400))
+    recent = [cache / f"recent{n}.jsa" for n in range(class_archive.KEPT_ARCHIVES)]
+    for age, archive in enumerate(recent):
+        archive.write_bytes(b"x")
+        os.utime(archive, (now, now - 60 * (age + 1)))  # recent0 mapped last
+    (data_dir / class_archive.PENDING_NAME).write_bytes(b"recorded classes")
+
+    class_archive.keep_recording(data_dir, cache / "new.jsa", stopped_cleanly=True)
+
+    assert (cache / "new.jsa").read_bytes() == b"recorded classes"
+    kept = {path.name for path in cache.iterdir()}
+    assert kept == {"new.jsa", *(archive.name for archive in recent[:-1])}
+    assert not (data_dir / class_archive.PENDING_NAME).exists()

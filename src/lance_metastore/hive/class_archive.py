@@ -39,9 +39,11 @@ logger = logging.getLogger("lance_metastore.hms_local")
 
 # The recording of a start without an archive, in the metastore's data directory.
 PENDING_NAME = "class-archive.jsa"
-# Archives no start has mapped for this long are deleted when a new one is kept (a release's
-# jars or the JDK changed: their names change with them).
+# When a new archive is kept, the others are deleted if no start mapped them for this long or
+# if more than KEPT_ARCHIVES were mapped since (a release's jars, the JDK or the virtualenv
+# changed: the names change with them). Each archive is 50 to 70 MB.
 UNUSED_DAYS = 30
+KEPT_ARCHIVES = 8
 
 
 def archive_for(java: str, jars: Path, options: Sequence[str]) -> Path:
@@ -103,7 +105,11 @@ def _move_into_cache(recording: Path, archive: Path) -> None:
 
 def _delete_unused(directory: Path) -> None:
     unused_since = time.time() - UNUSED_DAYS * 86400
-    for old in directory.glob("*.jsa"):
+    archives = []
+    for archive in directory.glob("*.jsa"):
         with contextlib.suppress(OSError):
-            if old.stat().st_mtime < unused_since:
-                old.unlink()
+            archives.append((archive.stat().st_mtime, archive))
+    archives.sort(reverse=True)  # the most recently mapped first
+    for rank, (mapped, archive) in enumerate(archives):
+        if rank >= KEPT_ARCHIVES or mapped < unused_since:
+            archive.unlink(missing_ok=True)
