@@ -5,7 +5,8 @@
   context manager) in a child process, so its request threads do not share the benchmark's
   GIL; the child reports the attributes the benchmark needs (endpoint, credentials, ...).
 - :func:`timed`, :func:`summarize`, :func:`ratio`, :func:`verdict`: timing and statistics.
-- :func:`alternate`: fair ordering of the implementations, call by call.
+- :func:`alternate`: fair ordering of the implementations, call by call;
+  :func:`cpu_and_wall_rounds`: two contenders alternated, medians and paired ratios.
 - :class:`RequestCounter`: count the requests each implementation sends (per boto3 client
   through its ``before-send`` events; any other botocore request, e.g. STS, through a
   process-wide hook), to break an operation down into catalog calls.
@@ -222,6 +223,39 @@ def alternate(index: int, names: Sequence[str]) -> list[str]:
     so none is always first (warm server caches, connection reuse) or always second."""
     shift = index % len(names)
     return [*names[shift:], *names[:shift]]
+
+
+def cpu_and_wall_rounds(
+    contenders: Sequence[str],
+    measure: Callable[[str], tuple[float, float]],
+    rounds: int,
+    repeat: int,
+    describe: Callable[[dict[str, float]], str],
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Two contenders measured ``rounds`` times each per repeat, in :func:`alternate` order.
+
+    ``measure(name)`` answers (CPU seconds, wall seconds) of one run. Each repeat gives the
+    medians of each side (``<name>_cpu_s``, ``<name>_wall_s``) and the :func:`paired_ratio` of
+    the first contender to the second (``cpu_ratio``, ``wall_ratio``), printed with
+    ``describe``; the answer is the medians over repeats, and the repeats."""
+    first, second = contenders
+    repeats: list[dict[str, float]] = []
+    for _ in range(repeat):
+        cpu: dict[str, list[float]] = {name: [] for name in contenders}
+        wall: dict[str, list[float]] = {name: [] for name in contenders}
+        for index in range(rounds):
+            for name in alternate(index, list(contenders)):
+                used, took = measure(name)
+                cpu[name].append(used)
+                wall[name].append(took)
+        figures = {f"{name}_cpu_s": statistics.median(cpu[name]) for name in contenders}
+        figures |= {f"{name}_wall_s": statistics.median(wall[name]) for name in contenders}
+        figures["cpu_ratio"] = paired_ratio(cpu[first], cpu[second])
+        figures["wall_ratio"] = paired_ratio(wall[first], wall[second])
+        repeats.append(figures)
+        print(f"repeat {len(repeats)}: {describe(figures)}")
+    result = {key: statistics.median(r[key] for r in repeats) for key in repeats[0]}
+    return result, repeats
 
 
 # --------------------------------------------------------------------------------------------

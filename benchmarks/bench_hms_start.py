@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import alternate, environment, paired_ratio, write_json
+from _common import cpu_and_wall_rounds, environment, write_json
 
 from lance_metastore.hive import class_archive
 from lance_metastore.hive.local import LocalMetastore
@@ -81,22 +80,13 @@ def main() -> int:
     args = parser.parse_args()
     load_before = os.getloadavg()
     one_start(args.version, use_archive=True)  # records the archive if there is none yet
-    repeats = []
-    for _ in range(args.repeat):
-        cpu: dict[str, list[float]] = {name: [] for name in CONTENDERS}
-        wall: dict[str, list[float]] = {name: [] for name in CONTENDERS}
-        for index in range(args.rounds):
-            for name in alternate(index, list(CONTENDERS)):
-                used, took = one_start(args.version, use_archive=name == "archive")
-                cpu[name].append(used)
-                wall[name].append(took)
-        repeat = {f"{name}_cpu_s": statistics.median(cpu[name]) for name in CONTENDERS}
-        repeat |= {f"{name}_wall_s": statistics.median(wall[name]) for name in CONTENDERS}
-        repeat["cpu_ratio"] = paired_ratio(cpu["archive"], cpu["none"])
-        repeat["wall_ratio"] = paired_ratio(wall["archive"], wall["none"])
-        repeats.append(repeat)
-        print(f"repeat {len(repeats)}: {describe(repeat)}")
-    result = {key: statistics.median(r[key] for r in repeats) for key in repeats[0]}
+    result, repeats = cpu_and_wall_rounds(
+        CONTENDERS,
+        lambda name: one_start(args.version, use_archive=name == "archive"),
+        args.rounds,
+        args.repeat,
+        describe,
+    )
     load_after = os.getloadavg()
     print(
         f"HMS {args.version}, medians of {args.repeat} repeats x {args.rounds} rounds: "

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import alternate, environment, paired_ratio, write_json
+from _common import cpu_and_wall_rounds, environment, write_json
 
 IMPORT = "import lance_metastore.cli.app"
 CONTENDERS = {
@@ -57,22 +56,9 @@ def main() -> int:
     args = parser.parse_args()
     load_before = os.getloadavg()
     start(IMPORT)  # compiled modules in __pycache__ and files in the page cache for both
-    repeats = []
-    for _ in range(args.repeat):
-        cpu: dict[str, list[float]] = {name: [] for name in CONTENDERS}
-        wall: dict[str, list[float]] = {name: [] for name in CONTENDERS}
-        for index in range(args.rounds):
-            for name in alternate(index, list(CONTENDERS)):
-                used, took = start(CONTENDERS[name])
-                cpu[name].append(used)
-                wall[name].append(took)
-        repeat = {f"{name}_cpu_s": statistics.median(cpu[name]) for name in CONTENDERS}
-        repeat |= {f"{name}_wall_s": statistics.median(wall[name]) for name in CONTENDERS}
-        repeat["cpu_ratio"] = paired_ratio(cpu["deferred"], cpu["eager"])
-        repeat["wall_ratio"] = paired_ratio(wall["deferred"], wall["eager"])
-        repeats.append(repeat)
-        print(f"repeat {len(repeats)}: {describe(repeat)}")
-    result = {key: statistics.median(r[key] for r in repeats) for key in repeats[0]}
+    result, repeats = cpu_and_wall_rounds(
+        list(CONTENDERS), lambda name: start(CONTENDERS[name]), args.rounds, args.repeat, describe
+    )
     load_after = os.getloadavg()
     print(
         f"medians of {args.repeat} repeats x {args.rounds} rounds: {describe(result)}"
