@@ -112,4 +112,7 @@ def _delete_unused(directory: Path) -> None:
     archives.sort(reverse=True)  # the most recently mapped first
     for rank, (mapped, archive) in enumerate(archives):
         if rank >= KEPT_ARCHIVES or mapped < unused_since:
-            archive.unlink(missing_ok=True)
+            # Pruning is best effort (the next kept archive tries again): a failure here must
+            # not read as the new archive not being kept.
+            with contextlib.suppress(OSError):
+                archive.unlink(missing_ok=True)
