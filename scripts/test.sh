@@ -13,9 +13,10 @@
 # The full suite runs test files in parallel (pytest-xdist, `--dist loadfile`: a file's tests
 # stay in one worker, each worker starts the session servers its files need);
 # LANCE_METASTORE_TEST_WORKERS sets the number of workers (default 2, 0 runs in this process).
-# --fast runs on 4 workers by default with `--dist worksteal` (an idle worker takes tests from a
-# busy one): its tests wait on servers more than they compute, so 4 workers beat 2 on 2 cores,
-# where the full suite's JVMs and Spark sessions want one worker per core. Each worker starts
+# --fast runs on 3 workers by default with `--dist worksteal` (an idle worker takes tests from a
+# busy one): its tests wait on servers part of the time, so 3 workers beat 2 on 2 cores, where
+# the full suite's JVMs and Spark sessions want one worker per core; 4 lost to 3 (204-216 s
+# against 222-250 s, alternated), each extra worker starting one more metastore. Each worker starts
 # the session servers its tests need (its own HMS 2.3 and Glue emulator). Further arguments go
 # to pytest.
 # Starts every server it needs itself (Hive Metastore, Glue/STS/S3 endpoint, Spark) on
@@ -48,7 +49,7 @@ for path in src tests benchmarks examples; do [ -e "$path" ] && lint_paths+=("$p
 .venv/bin/mypy
 
 default_workers=2
-[ "$fast" -eq 1 ] && default_workers=4
+[ "$fast" -eq 1 ] && default_workers=3
 workers="${LANCE_METASTORE_TEST_WORKERS:-$default_workers}"
 parallel=()
 if [ "$workers" != "0" ]; then
