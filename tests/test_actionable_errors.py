@@ -9,9 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli_env import isolate_cli_environment
+from support.cli_env import CliRunner, isolate_cli_environment
 from support.harness import GlueHarness
-from typer.testing import CliRunner
 
 from lance_metastore.cli import app
 from lance_metastore.impls import impl_choices

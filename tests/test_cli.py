@@ -20,8 +20,7 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
-from support.cli_env import isolate_cli_environment
-from typer.testing import CliRunner
+from support.cli_env import CliRunner, isolate_cli_environment
 
 from lance_metastore.cli import app, parse_id
 from lance_metastore.cli.config import env_property_name

@@ -15,9 +15,8 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
-from support.cli_env import isolate_cli_environment
+from support.cli_env import CliRunner, isolate_cli_environment
 from support.harness import Harness
-from typer.testing import CliRunner
 
 from lance_metastore.cli import app
 

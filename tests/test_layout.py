@@ -8,6 +8,7 @@ so nothing is imported and the test needs no server.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import lance_metastore
@@ -64,18 +65,24 @@ def _imports(module: str) -> set[str]:
     return found
 
 
-GRAPH: dict[str, set[str]] = {module: _imports(module) for module in MODULES}
+@functools.cache
+def import_graph() -> dict[str, set[str]]:
+    """Each module of ours -> the modules of ours it imports. Built when a test first asks, not
+    at import: parsing every module takes about a second, which each test process would pay at
+    collection."""
+    return {module: _imports(module) for module in MODULES}
 
 
 def _cycle() -> list[str] | None:
     """One import circle as a list of modules (first repeated last), or None."""
+    graph = import_graph()
     state: dict[str, str] = {}
     stack: list[str] = []
 
     def visit(module: str) -> list[str] | None:
         state[module] = "open"
         stack.append(module)
-        for imported in sorted(GRAPH[module]):
+        for imported in sorted(graph[module]):
             if state.get(imported) == "open":
                 return [*stack[stack.index(imported) :], imported]
             if imported not in state and (found := visit(imported)):
@@ -84,20 +91,21 @@ def _cycle() -> list[str] | None:
         state[module] = "done"
         return None
 
-    for module in sorted(GRAPH):
+    for module in sorted(graph):
         if module not in state and (found := visit(module)):
             return found
     return None
 
 
 def test_the_graph_sees_every_module_and_its_imports() -> None:
-    assert f"{PACKAGE}.operations.core" in GRAPH
-    assert f"{PACKAGE}.operations.core" in GRAPH[COMPOSER]
-    assert f"{PACKAGE}.rules.redaction" in GRAPH[f"{PACKAGE}.rules.errors"]
+    graph = import_graph()
+    assert f"{PACKAGE}.operations.core" in graph
+    assert f"{PACKAGE}.operations.core" in graph[COMPOSER]
+    assert f"{PACKAGE}.rules.redaction" in graph[f"{PACKAGE}.rules.errors"]
     # a function-level import counts (glue's AWS session is imported where it is used)
-    assert f"{PACKAGE}.glue.aws" in GRAPH[f"{PACKAGE}.glue.namespace"]
+    assert f"{PACKAGE}.glue.aws" in graph[f"{PACKAGE}.glue.namespace"]
     # a TYPE_CHECKING import counts
-    assert f"{PACKAGE}.operations.core" in GRAPH[f"{PACKAGE}.operations.data"]
+    assert f"{PACKAGE}.operations.core" in graph[f"{PACKAGE}.operations.data"]
 
 
 def test_no_import_circle() -> None:
@@ -108,7 +116,7 @@ def test_no_import_circle() -> None:
 def test_no_operation_module_imports_the_class_that_composes_them() -> None:
     offenders = sorted(
         module
-        for module, imported in GRAPH.items()
+        for module, imported in import_graph().items()
         if module.startswith(f"{PACKAGE}.operations.") and COMPOSER in imported
     )
     assert offenders == [], f"import {COMPOSER}'s CatalogCore from .core instead: {offenders}"
@@ -118,7 +126,7 @@ def test_rules_import_nothing_above_them() -> None:
     rules = f"{PACKAGE}.rules"
     above = {
         module: sorted(target for target in imported if not target.startswith(rules))
-        for module, imported in GRAPH.items()
+        for module, imported in import_graph().items()
         if module == rules or module.startswith(f"{rules}.")
     }
     assert {module: targets for module, targets in above.items() if targets} == {}
@@ -129,7 +137,7 @@ def test_backends_and_operations_do_not_import_the_apps() -> None:
     lower = tuple(f"{PACKAGE}.{group}" for group in ("rules", "operations", "glue", "hive"))
     offenders = {
         module: sorted(target for target in imported if target.startswith(apps))
-        for module, imported in GRAPH.items()
+        for module, imported in import_graph().items()
         if module.startswith(lower)
     }
     assert {module: targets for module, targets in offenders.items() if targets} == {}

@@ -10,9 +10,8 @@ import pyarrow as pa
 import pytest
 from lance_namespace import CreateNamespaceRequest, ListNamespacesRequest
 from lance_namespace.errors import InvalidInputError
-from support.cli_env import isolate_cli_environment
+from support.cli_env import CliRunner, isolate_cli_environment
 from support.harness import GlueHarness, HiveHarness
-from typer.testing import CliRunner
 
 import lance_metastore
 from lance_metastore.cli import app

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
 import pytest
+import typer.main
+import typer.testing
 from click.testing import Result
 from typer.testing import CliRunner
+
+# typer's runner builds the app's click command again on every invoke (typer.testing's
+# ``_get_command``), evaluating the annotations of every command: about 45 ms of CPU, times
+# ~240 invokes in the fast tier. A click command is made to run any number of times, so a test
+# process builds it once per app. Every CLI test module takes CliRunner from here.
+if not callable(getattr(typer.testing, "_get_command", None)):
+    raise RuntimeError("typer.testing has no _get_command any more: update support/cli_env.py")
+typer.testing._get_command = functools.cache(typer.main.get_command)
+
+__all__ = ["CliRunner", "isolate_cli_environment", "refused_in_process"]
 
 
 def refused_in_process(*args: str) -> Result:
