@@ -78,6 +78,5 @@ if ! command -v javac >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; the
     hash -r
 fi
 
-echo "install-java: using $(command -v java)"
-java -version
-echo "install-java: using $(command -v mvn)"
+# One line, not the JVM's version banner.
+echo "install-java: Java $(java_major) at $(command -v java), Maven at $(command -v mvn)"

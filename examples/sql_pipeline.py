@@ -2,9 +2,11 @@
 
     bash scripts/demo.sh --sql            # or: .venv-sql/bin/python examples/sql_pipeline.py
 
-1. Start a local Hive Metastore whose state lives in ``<data-dir>/hms`` (the directory
-   ``lance-metastore hms start`` and the DataFrame demo use; or reuse the one running there),
-   Lance tables under ``<data-dir>/lake``: ``lance-metastore ls -r`` shows the tables after.
+1. Start a local Hive Metastore whose state lives in ``<data-dir>/hms`` (``--data-dir``,
+   default ``./.lance-metastore-sql``; or reuse the one running there), Lance tables under
+   ``<data-dir>/lake``: ``lance-metastore ls -r`` shows the tables after. Not the DataFrame
+   demo's ``./.lance-metastore``: Spark 3.5's Derby (10.14) cannot open a database that Spark
+   4's (10.16) made, so each demo keeps its own.
 2. Serve it over the Lance Namespace REST spec (``lance_metastore.rest.RestServer``, the same
    server as ``lance-metastore serve``) on 127.0.0.1, with a bearer token made for this run.
 3. Start Spark 3.5 at local[2] with ``sql_conf(server.url, token=...)``: lance-spark 0.4.0's
@@ -41,6 +43,8 @@ from typing import Any
 warnings.filterwarnings("ignore", message="lance is not fork-safe")
 
 CATALOG = "lance"
+# Not the DataFrame demo's (examples/pipeline.py) directory: see the module docstring.
+DEFAULT_DATA_DIR = ".lance-metastore-sql"
 DB = "sales"  # the namespace path is hive.sales: the Hive 3 layout's catalog, then database
 
 
@@ -208,7 +212,7 @@ def check_outside_spark(metastore_uri: str, lake: Path, counts: dict[str, int]) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default=".lance-metastore")
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     parser.add_argument("--orders", type=int, default=100_000)
     parser.add_argument("--keep-tables", action="store_true", help="leave the tables in place")
     parser.add_argument(
@@ -281,14 +285,15 @@ def run_pipeline(args: argparse.Namespace, data_dir: Path, lake: Path) -> int:
 def show_next_steps(data_dir: Path, uri: str, running: bool) -> None:
     """How to look at what the pipeline made with the command line, on the same metastore."""
     hms_dir = data_dir / "hms"
-    default_dir = hms_dir == (Path.cwd() / ".lance-metastore" / "hms")
-    data_flag = "" if default_dir else f" --data-dir {hms_dir}"
-    steps = ["source .venv/bin/activate"]
+    data_flag = f" --data-dir {os.path.relpath(hms_dir)}"
+    # .venv-sql's command: its metastore runs Spark 3.5's Derby, which made the database.
+    cli = ".venv-sql/bin/lance-metastore"
+    steps = []
     if not running:
-        steps.append(f"lance-metastore hms start{data_flag}   # same data; prints its uri")
+        steps.append(f"{cli} hms start{data_flag}   # same data; prints its uri")
     steps += [
-        f"lance-metastore --impl hive3 --uri {uri} ls -r   # the uri 'hms start' printed",
-        f"lance-metastore hms stop{data_flag}",
+        f"{cli} --impl hive3 --uri {uri} ls -r   # the uri 'hms start' printed",
+        f"{cli} hms stop{data_flag}",
     ]
     log("look at the tables with the command line:\n    " + "\n    ".join(steps))
 

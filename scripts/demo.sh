@@ -7,11 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+installing=$(date +%s%N)
 if [ "${1:-}" = "--sql" ]; then
   bash scripts/setup.sh sql
 else
   bash scripts/setup.sh main
 fi
+install_seconds=$(( ($(date +%s%N) - installing) / 1000000 ))e-3  # for the time breakdown
 export SPARK_LOCAL_IP="${SPARK_LOCAL_IP:-127.0.0.1}"  # Spark local[2] stays on loopback
 # The JVM's and Spark's start-up banners mean nothing to the reader of the demo (and no log
 # setting reaches pyspark's driver JVM before it prints them): leave them out of its output.
@@ -27,4 +29,5 @@ if [ "${1:-}" = "--sql" ]; then
 fi
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 export PYSPARK_DRIVER_PYTHON="$PWD/.venv/bin/python"
-exec .venv/bin/python examples/pipeline.py "$@" 2> >(grep --line-buffered -v -E "$banners" >&2)
+exec .venv/bin/python examples/pipeline.py --install-seconds "$install_seconds" "$@" \
+  2> >(grep --line-buffered -v -E "$banners" >&2)

@@ -33,18 +33,30 @@ step() { echo "[setup $(date +%H:%M:%S)] $*"; }
 
 # pip install into a virtualenv, skipped when the same requirements went in before (a stamp of
 # the arguments and pyproject.toml): the project is installed editable, so code changes need
-# no reinstall. pip prints a line per package it collects and a progress bar per download.
+# no reinstall. Quiet (pip -q: no line per package, no progress bars; errors still show), then
+# one line: what was installed and how long it took, or that it already was.
+#   pip_install VENV "what, for the reader" PIP-ARGS...
 pip_install() {
-  local venv="$1"
-  shift
+  local venv="$1" what="$2"
+  shift 2
   local stamp="$venv/.lance-metastore-installed"
   local wanted
   wanted="$(printf '%s\n' "$*" | cat - pyproject.toml | cksum)"
   if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ]; then
+    step "$what: already installed in $venv"
     return 0
   fi
-  "$venv/bin/python" -m pip install --disable-pip-version-check "$@" |
-    { grep --line-buffered -v '^Requirement already satisfied' || true; }
+  step "installing $what into $venv ..."
+  local started before after
+  started=$(date +%s)
+  before=$("$venv/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | wc -l)
+  if [ -x "$venv/bin/uv" ]; then
+    "$venv/bin/uv" pip install -q --python "$venv/bin/python" "$@"
+  else
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check "$@"
+  fi
+  after=$("$venv/bin/python" -m pip list --disable-pip-version-check 2>/dev/null | wc -l)
+  step "installed $what: $((after - before)) new packages in $(($(date +%s) - started)) s"
   echo "$wanted" >"$stamp"
 }
 
@@ -55,13 +67,24 @@ make_venv() {
   fi
 }
 
+# uv installs into the virtualenv what pip would, several times faster from an empty cache:
+# pyspark 4 is an sdist only (a 456 MB wheel built on the first install), and uv builds,
+# unpacks and links it in parallel (scripts/demo.sh's first run: docs/benchmarks.md). Where
+# no uv wheel installs, pip does the work.
+get_uv() {
+  if [ ! -x "$1/bin/uv" ]; then
+    "$1/bin/python" -m pip install -q --disable-pip-version-check 'uv>=0.4,<1' 2>/dev/null ||
+      echo "setup: no uv for this platform; installing with pip" >&2
+  fi
+}
+
 setup_main() {
   step "checking Java 17 ..."
   bash .ci/install-java.sh
   make_venv .venv
-  step "installing the project with its hive and spark extras into .venv" \
-    "(pyspark's wheel is about 450 MB: a minute or two the first time) ..."
-  pip_install .venv -e ".[hive,spark]"
+  get_uv .venv
+  pip_install .venv "the project with its hive and spark extras (pyspark: 491 MB installed)" \
+    -e ".[hive,spark]"
 }
 
 # The [kerberos] extra builds C extensions against the system's Kerberos library: it needs
@@ -77,10 +100,8 @@ setup_test() {
   bash .ci/install-java.sh
   bash .ci/install-kerberos.sh
   make_venv .venv
-  step "installing the project with every extra and the test dependencies into .venv" \
-    "(about 2 minutes the first time) ..."
   if can_build_kerberos; then
-    pip_install .venv -e ".[test]"
+    pip_install .venv "the project with every extra and the test dependencies" -e ".[test]"
   else
     # Everything of [test] but Kerberos; the Kerberos tests then skip.
     echo "setup: cannot build the [kerberos] extra (libkrb5-dev, gcc, Python headers);" \
@@ -100,7 +121,8 @@ for requirement in extras["test"]:
 PY
     )"
     # shellcheck disable=SC2086 # one requirement per word
-    pip_install .venv -e ".[glue,hive,server,spark]" $requirements
+    pip_install .venv "the project with every extra but kerberos and the test dependencies" \
+      -e ".[all,docs]" $requirements
   fi
   if [ "$target" = test ] && [ -z "${LANCE_METASTORE_SKIP_HMS_FETCH:-}" ]; then
     step "checking the Hive Metastore 3.1 and 4.0 releases (fetched once per machine) ..."
@@ -114,11 +136,9 @@ setup_sql() {
   step "checking Java 17 ..."
   bash .ci/install-java.sh
   make_venv .venv-sql
-  step "installing the project with Spark 3.5 (the sql extra) into .venv-sql" \
-    "(pyspark's wheel is about 320 MB: a minute or two the first time) ..."
-  pip_install .venv-sql -e ".[sql,glue,hive,server]"
+  pip_install .venv-sql "the project with Spark 3.5 (the sql extra)" -e ".[sql,glue,hive,server]"
   if ! .venv-sql/bin/python -c "import sys; from lance_metastore.spark.sql import jars_fetched; sys.exit(not jars_fetched())"; then
-    step "fetching lance-spark 0.4.0's jars into the machine's Ivy cache (about 200 MB, once) ..."
+    step "fetching lance-spark 0.4.0's jars into the machine's Ivy cache (515 MB, once) ..."
     if ! .venv-sql/bin/python -c "from lance_metastore.spark.sql import fetch_jars; fetch_jars()" \
       >.venv-sql/fetch-jars.log 2>&1; then
       cat .venv-sql/fetch-jars.log >&2

@@ -61,6 +61,9 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pydantic import BaseModel
 from support.examples import examples
 from support.harness import HIVE_NAME, Harness
+from support.manifests import staging_of
+
+from lance_metastore.rules.locations import Location
 
 INVALID = ErrorCode.INVALID_INPUT
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
@@ -184,7 +187,11 @@ def world(backend: Harness) -> Any:
     ns.describe_table({"id": orders})  # records its columns now, not during a test
     for version in (1, 2, 3):
         ns.create_table_version(
-            {"id": [*db, "managed"], "version": version, "manifest_path": f"m/{version}"}
+            {
+                "id": [*db, "managed"],
+                "version": version,
+                "manifest_path": staging_of(ns, [*db, "managed"], version),
+            }
         )
     backend.create_foreign_table(db, FOREIGN, str(backend.root / "elsewhere" / FOREIGN))
     dataset = str(backend.root / "loose.lance")
@@ -230,7 +237,10 @@ def with_id(world: World, operation: str, ident: Any) -> dict[str, Any]:
     extra: dict[str, Any] = {
         "drop_namespace": {"behavior": "CASCADE"},  # would empty a namespace, if it got there
         "register_table": {"location": world.dataset},
-        "create_table_version": {"version": 4, "manifest_path": "m/4"},
+        "create_table_version": {
+            "version": 4,
+            "manifest_path": staging_of(world.ns, world.table("managed"), 4),
+        },
         "describe_table_version": {"version": 1},
         "batch_delete_table_versions": {"ranges": [{"start_version": 1, "end_version": 1}]},
     }.get(operation, {})
@@ -434,7 +444,9 @@ def check_name(backend: Harness, world: World, name: str) -> None:
             accepted(ns, "drop_namespace", {"id": namespace})
     world.unchanged.check(f"namespace {name!r}")
 
-    if not backend.accepts_name(name):
+    if not backend.accepts_name(name) or not _reads_one_way_as_a_location(name.lower()):
+        # a name the catalog refuses, or one its default location could not hold: Lance would
+        # read the segment otherwise (a percent sign, a query mark, ...; see rules/locations)
         expect_error(ns, "declare_table", {"id": table})
     else:
         stored = name.lower()
@@ -451,6 +463,15 @@ def check_name(backend: Harness, world: World, name: str) -> None:
             if os.path.isdir(declared.location):  # False for names too long for a file
                 shutil.rmtree(declared.location)
     world.unchanged.check(f"table {name!r}")
+
+
+def _reads_one_way_as_a_location(table_name: str) -> bool:
+    """Whether ``<table>.lance`` is a segment of a default location (the location rule)."""
+    try:
+        Location.parse("/lake", None, "root").child(f"{table_name}.lance")
+    except LanceNamespaceError:
+        return False
+    return True
 
 
 def accepted(ns: Any, operation: str, request: dict[str, Any]) -> Any:

@@ -234,6 +234,30 @@ def test_hive3_hierarchy(hive_metastore_uri: str, tmp_path: Path) -> None:
     cli("drop-namespace", f"hive/{db}", "--cascade")
 
 
+def test_a_hive_id_of_the_other_shape_is_recognised(
+    hive_metastore_uri: str, tmp_path: Path
+) -> None:
+    """``sales/orders`` on hive3 and ``hive/sales/orders`` on hive2 name a table the other
+    backend's way: the error says how to write it on this one."""
+    hive2 = Cli("--impl", "hive2", "--uri", hive_metastore_uri, "--root", str(tmp_path / "lake"))
+    hive3 = Cli("--impl", "hive3", "--uri", hive_metastore_uri, "--root", str(tmp_path / "lake"))
+    db = unique()
+    hive2("create-namespace", db)
+    write(tmp_path / "t.lance", [1])
+    hive2("register", f"{db}/t", str(tmp_path / "t.lance"))
+    try:
+        on_hive3 = error_line(hive3("describe", f"{db}/t", code=11))
+        assert "hive3 ids start with the catalog" in on_hive3, on_hive3
+        assert f"write hive/{db}/t" in on_hive3
+        assert f"write hive/{db}" in error_line(hive3("ls", db, code=11))
+        on_hive2 = error_line(hive2("describe", f"hive/{db}/t", code=23))
+        assert f"hive2 ids have no catalog level (database/table): write {db}/t" in on_hive2
+        # An id missing either way gets no such hint.
+        assert "write" not in error_line(hive3("describe", f"{db}/nope", code=11))
+    finally:
+        hive2("drop-namespace", db, "--cascade")
+
+
 # --------------------------------------------------------------------------------------------
 # Glue (emulator): properties as flags, secrets never printed
 # --------------------------------------------------------------------------------------------
@@ -501,6 +525,8 @@ def test_hms_start_status_stop(java: str, tmp_path: Path) -> None:
         # A separate process starts it: the JVM must outlive the command.
         started = run_module("hms", "start", "--data-dir", str(data_dir))
         assert started.returncode == 0, started.stderr
+        # Says what it is doing while it starts, even into a pipe (no spinner there).
+        assert "starting Hive Metastore 2.3 in" in started.stderr, started.stderr
         uri = started.stdout.strip()
         assert uri.startswith("thrift://127.0.0.1:")
 
@@ -510,6 +536,11 @@ def test_hms_start_status_stop(java: str, tmp_path: Path) -> None:
         started_twice = cli("hms", "start", "--data-dir", str(data_dir), code=1).stderr
         assert "already runs" in started_twice and "--exist-ok" in started_twice
         assert cli.json("hms", "start", "--data-dir", str(data_dir), "--exist-ok")["uri"] == uri
+        # As the docs say: --exist-ok reuses the running one, printing its uri and nothing else
+        # on stdout.
+        again = run_module("hms", "start", "--data-dir", str(data_dir), "--exist-ok")
+        assert (again.returncode, again.stdout.strip()) == (0, uri), again.stderr
+        assert "starting" not in again.stderr and "already running" in again.stderr
         roots = cli.json("--impl", "hive2", "--uri", uri, "ls")
         assert [n["name"] for n in roots["namespaces"]] == ["default"]
 
@@ -629,3 +660,34 @@ def test_reads_never_write_and_sync_columns(hive_metastore_uri: str, tmp_path: P
     assert "bigint" in cli("sync-columns", f"{db}$t").stdout
     assert "code 4 TABLE_NOT_FOUND" in cli("sync-columns", f"{db}$nope", code=14).stderr
     cli("drop-namespace", db, "--cascade")
+
+
+def test_every_help_imports_no_client_library() -> None:
+    """``--help`` of the command and of every subcommand answers from typer and rich alone
+    (benchmarks/bench_startup.py --commands times them against 0.5 s): no Lance, Arrow, AWS,
+    Thrift, Spark or server module, and not lance_namespace's models."""
+    code = (
+        "import sys, typer\n"
+        "from lance_metastore.launch import main\n"
+        "from lance_metastore.cli import app\n"
+        "group = typer.main.get_command(app)\n"
+        "helps = [['--help']]\n"
+        "for name, command in group.commands.items():\n"
+        "    helps.append([name, '--help'])\n"
+        "    for sub in getattr(command, 'commands', {}):\n"
+        "        helps.append([name, sub, '--help'])\n"
+        "for argv in helps:\n"
+        "    try:\n"
+        "        main(argv)\n"
+        "    except SystemExit as exit:\n"
+        "        assert exit.code in (0, None), (argv, exit.code)\n"
+        "heavy = {'pyarrow', 'lance', 'lancedb', 'lance_namespace_urllib3_client.models',\n"
+        "         'boto3', 'botocore', 'thrift', 'pymetastore', 'pyspark', 'starlette',\n"
+        "         'uvicorn', 'jwt', 'pandas', 'numpy'}\n"
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)\n"
+        "assert 'LanceNamespace' not in vars(sys.modules.get('lance_namespace', sys))\n"
+        "print(len(helps))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert int(run.stdout.strip().splitlines()[-1]) > 15

@@ -57,3 +57,23 @@ def test_a_client_package_imported_before_us_is_left_as_it_is() -> None:
     assert found["api_loaded_after_import"] is True
     assert found["api_client"] == "lance_namespace_urllib3_client.api_client"
     assert found["table_api_is_the_submodules"] is True
+
+
+def test_version_imports_neither_lance_namespace_nor_the_cli() -> None:
+    """``lance-metastore --version`` (the console script's entry point) answers before typer,
+    rich, pyarrow or lance_namespace are imported; importing the package imports none of them
+    either, and lance_namespace gets our aliases whenever it is imported later."""
+    code = (
+        "import sys\n"
+        "from lance_metastore.launch import main\n"
+        "main(['--version'])\n"
+        "heavy = {'typer', 'rich', 'pyarrow', 'lance', 'lance_namespace_urllib3_client.models'}\n"
+        "assert not heavy & set(sys.modules), heavy & set(sys.modules)\n"
+        "# lance_namespace is registered, its __init__ (the models) not run yet\n"
+        "assert 'LanceNamespace' not in vars(sys.modules.get('lance_namespace', sys))\n"
+        "import lance_namespace\n"
+        "assert lance_namespace._REGISTERED_IMPLS['hive3'] == 'lance_metastore.Hive3Namespace'\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "lance-metastore 0.1.0"

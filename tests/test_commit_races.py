@@ -15,6 +15,7 @@ there, and these tests skip on it (README, "Reliability").
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -55,8 +56,9 @@ def make_columns_stale(ns: Any, table_id: list[str]) -> None:
     """Empty the catalog's columns (conditionally: a lost race is fine here), so that the
     sync that follows has something to write."""
     path, name = ns._table_path(table_id)
+    entry = ns._require_lance_table(path, name)
     try:
-        ns._catalog_set_columns(path, ns._require_lance_table(path, name), [])
+        ns._catalog_write_table(path, entry, dataclasses.replace(entry, columns=[]))
     except LanceNamespaceError as error:
         assert error.code == ErrorCode.CONCURRENT_MODIFICATION, error
 

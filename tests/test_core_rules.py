@@ -4,7 +4,6 @@ data source's client cache, and the AWS sessions that share botocore's loader an
 
 from __future__ import annotations
 
-import base64
 import gc
 import json
 import re
@@ -32,10 +31,10 @@ from lance_metastore import impls
 from lance_metastore.operations.datasets import lance_errors
 from lance_metastore.rules.aws_sessions import aws_session
 from lance_metastore.rules.bulk import PLANNED, find_datasets, register_many, table_name_for
-from lance_metastore.rules.errors import lance_error, no_translation, translate_errors
+from lance_metastore.rules.errors import lance_error, translate_errors
 from lance_metastore.rules.identifiers import parse_identifier
 from lance_metastore.rules.json_nesting import nests_deeper_than
-from lance_metastore.rules.paging import decode_token
+from lance_metastore.rules.paging import decode_token, encode_token, seal
 from lance_metastore.rules.redaction import (
     REDACTED,
     is_secret,
@@ -203,7 +202,7 @@ def test_errors_leave_worded_as_lance_words_them() -> None:
     assert str(lance_error(TableNotFoundError, "'db$t'")) == "Table not found: 'db$t'"
 
     def failure(error: Exception) -> Exception:
-        translated = translate_errors("drop table", "'db$t'", no_translation, backend="HiveNS")
+        translated = translate_errors("drop table", "'db$t'", lambda e, c: None, backend="HiveNS")
         with pytest.raises(Exception) as raised, translated:
             raise error
         return raised.value
@@ -328,8 +327,8 @@ def test_a_deep_page_token_never_reaches_the_json_parser() -> None:
         if event == "call" and frame.f_code is json.JSONDecoder.raw_decode.__code__:
             parsed.append(frame.f_locals.get("s"))
 
-    shallow = base64.urlsafe_b64encode(b'{"a": "x", "s": "y"}').decode()
-    deep = base64.urlsafe_b64encode(b"[" * 100_000).decode()
+    shallow = encode_token("x", "y")
+    deep = seal(b"[" * 3_000, "")  # sealed by the server itself: still judged before parsing
     sys.setprofile(watch)
     try:
         assert decode_token(shallow) == ("x", "y")

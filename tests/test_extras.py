@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,35 @@ def test_other_import_errors_pass_through() -> None:
         "    import a_module_nobody_ships\n"
     )
     assert run_without(frozenset(), code)["type"] == "ModuleNotFoundError"
+
+
+def test_all_installs_without_system_libraries() -> None:
+    """``pip install '.[all]'`` needs no C library: Kerberos (which builds against libkrb5)
+    is its own extra, and the test extra takes it besides."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    pyproject = Path(__file__).resolve().parent.parent / "pyproject.toml"
+    extras = tomllib.loads(pyproject.read_text())["project"]["optional-dependencies"]
+
+    def closure(names: set[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                for requirement in extras[name]:
+                    if requirement.startswith("lance-metastore["):
+                        todo += requirement.split("[", 1)[1].rstrip("]").split(",")
+        return seen
+
+    everything_in_all = closure({"all"})
+    assert "kerberos" not in everything_in_all
+    built_against_krb5 = {"kerberos", "gssapi"}
+    requirements = {r.split(">")[0].split("[")[0] for e in everything_in_all for r in extras[e]}
+    assert not requirements & built_against_krb5
+    assert {"glue", "hive", "server", "spark", "lancedb"} <= everything_in_all
+    assert {"kerberos", "docs"} <= closure({"test"})

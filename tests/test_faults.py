@@ -34,6 +34,7 @@ import pytest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.connections import our_connections_to
 from support.glue_emulator import glue_endpoint_from_env
+from support.manifests import staging_path
 from support.tcp_front import TcpFront
 from support.waiting import wait_until
 
@@ -331,7 +332,7 @@ def test_glue_changes_whose_reply_was_lost_are_not_reported_as_failures(glue, tm
 
     # The same through the API: the commit took effect, so it answers success, not 14.
     location = ns.describe_table({"id": table_id}).location
-    manifest = f"{location}/_versions/3.manifest-staged"
+    manifest = staging_path(location, 3)
     emulator.inject_fault("UpdateTable", "InternalServiceException", 500, after_apply=True)
     ns.create_table_version({"id": table_id, "version": 3, "manifest_path": manifest})
     assert ns.describe_table({"id": table_id}).properties["version"] == "3"

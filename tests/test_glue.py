@@ -1005,6 +1005,40 @@ def _keys(s3: Any, bucket: str, prefix: str) -> list[str]:
 
 
 @emulator_only
+def test_a_managed_commit_raced_around_the_catalog_on_s3_loses_nothing(glue: GlueHarness):
+    """On S3 a version's final manifest is written with If-None-Match: a writer that commits
+    version 2 straight to S3 between a catalog commit's catch-up and its finalize keeps its
+    version; the catalog commit answers 14 and Lance rebases it to version 3."""
+    glue.emulator.client("s3").create_bucket(Bucket="managed")
+    ns = GlueNamespace(**{**_s3_props(glue, "managed"), "managed_by": "impl"})
+    ns.create_namespace({"id": ["db"]})
+    t = ["db", "raced"]
+    lance.write_dataset(DATA.slice(0, 1), namespace_client=ns, table_id=t, mode="create")
+    described = ns.describe_table({"id": t})
+    location, options = described.location, described.storage_options
+    write = ns._catalog_write_table
+    fired: list[int] = []
+
+    def around_the_catalog_first(path: Any, expected: Any, updated: Any) -> None:
+        if not fired and updated.parameters.get("version") == "2":
+            around = lance.write_dataset(
+                DATA.slice(1, 1), location, mode="append", storage_options=options
+            )
+            fired.append(around.version)
+        write(path, expected, updated)
+
+    ns._catalog_write_table = around_the_catalog_first  # type: ignore[method-assign]
+    ours = lance.write_dataset(DATA.slice(2, 1), namespace_client=ns, table_id=t, mode="append")
+    assert fired == [2]
+    assert ours.version == 3
+    reader = lance.dataset(
+        namespace_client=GlueNamespace(**ns.__getstate__()["properties"]), table_id=t
+    )
+    assert reader.version == 3
+    assert reader.to_table().sort_by("id").equals(DATA)
+
+
+@emulator_only
 def test_lance_tables_on_s3(glue: GlueHarness):
     s3 = glue.emulator.client("s3")
     s3.create_bucket(Bucket="lakehouse")

@@ -348,7 +348,7 @@ def test_managed_commits_on_real_metastores(ns3, hms3, thrift_calls, tmp_path):
     assert (after.owner, after.createTime) == (before.owner, before.createTime)
     assert "numFiles" not in after.parameters  # the metastore gathered no statistics
     if counts["lock"]:  # HMS 3.1: lock, read, alter, unlock per commit
-        assert counts["lock"] == counts["unlock"] == 3 and counts["alter_table_req"] <= 1
+        assert counts["lock"] == counts["send_unlock"] == 3 and counts["alter_table_req"] <= 1
     else:  # HMS 4: one conditional call per commit, no lock
         assert counts["alter_table_req"] == 3 and counts["unlock"] == 0
 
@@ -551,6 +551,108 @@ def test_connections_are_reused(thrift_calls, hive_metastore_uri, tmp_path):
         assert len(thrift_calls.created) == 1
         assert ns.pool.open_connections == 1
         assert sum(thrift_calls.counts.values()) >= 25  # all through that one connection
+    finally:
+        ns.close()
+
+
+def _table_locks(uri: str, db: str, name: str) -> list[Any]:
+    with RawClient(uri) as client:
+        locks = client.show_locks(ttypes.ShowLocksRequest()).locks or []
+    return [lock for lock in locks if (lock.dbname, lock.tablename) == (db, name)]
+
+
+def test_a_managed_commit_on_hms2_is_lock_read_alter_unlock(
+    thrift_calls, hive_metastore_uri, tmp_path
+):
+    """Sequential commits on HMS 2.3: the lock is asked for before the commit's one read of
+    the table (Lance's append also reads it in describe_table and list_table_versions), and
+    its release is sent without waiting; the next call on the connection reads that reply,
+    and the lock is gone."""
+    ns = Hive2Namespace(uri=hive_metastore_uri, root=str(tmp_path), managed_by="impl")
+    try:
+        db = unique()
+        ns.create_namespace({"id": [db]})
+        table_id = [db, "t"]
+        lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
+        lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
+        for _ in range(2):
+            thrift_calls.counts.clear()
+            lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
+            assert dict(thrift_calls.counts) in (
+                {
+                    "get_table_req": 3,
+                    "lock": 1,
+                    "alter_table_with_environment_context": 1,
+                    "send_unlock": 1,
+                },
+                # the previous commit's release, read by this append's first call
+                {
+                    "recv_unlock": 1,
+                    "get_table_req": 3,
+                    "lock": 1,
+                    "alter_table_with_environment_context": 1,
+                    "send_unlock": 1,
+                },
+            )
+        thrift_calls.counts.clear()
+        assert [v.version for v in ns.list_table_versions({"id": table_id}).versions] == [
+            1,
+            2,
+            3,
+            4,
+        ]
+        assert thrift_calls.counts["recv_unlock"] == 1
+        assert _table_locks(hive_metastore_uri, db, "t") == []
+        ns.drop_namespace({"id": [db], "behavior": "cascade"})
+    finally:
+        ns.close()
+
+
+def test_a_commit_waits_for_a_lock_another_client_holds(thrift_calls, hive_metastore_uri, tmp_path):
+    """A commit whose early lock request finds the table locked reads the table, waits for
+    that lock (check_lock, reading between polls), and lands once it is released."""
+    ns = Hive2Namespace(uri=hive_metastore_uri, root=str(tmp_path), managed_by="impl")
+    try:
+        db = unique()
+        ns.create_namespace({"id": [db]})
+        table_id = [db, "t"]
+        lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
+        lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
+        component = ttypes.LockComponent(
+            type=ttypes.LockType.EXCLUSIVE,
+            level=ttypes.LockLevel.TABLE,
+            dbname=db,
+            tablename="t",
+            operationType=ttypes.DataOperationType.NO_TXN,
+            isTransactional=False,
+        )
+        request = ttypes.LockRequest(component=[component], user="other", hostname="other")
+        errors: list[BaseException] = []
+
+        def append() -> None:
+            try:
+                lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
+            except BaseException as error:
+                errors.append(error)
+
+        # The append's release was sent without waiting; the next call reads its reply, after
+        # which the metastore has released the table for certain.
+        ns.describe_table({"id": table_id})
+        with RawClient(hive_metastore_uri) as client:
+            held = client.lock(request)
+            assert held.state == ttypes.LockState.ACQUIRED
+            thrift_calls.counts.clear()
+            writer = threading.Thread(target=append)
+            writer.start()
+            time.sleep(1.0)
+            assert writer.is_alive() and thrift_calls.counts["check_lock"] >= 1
+            client.unlock(ttypes.UnlockRequest(lockid=held.lockid))
+            writer.join(30)
+        assert not writer.is_alive() and errors == []
+        assert thrift_calls.counts["lock"] == 1  # the early request, granted after the wait
+        assert lance.dataset(namespace_client=ns, table_id=table_id).count_rows() == 3 * len(DATA)
+        assert _table_locks(hive_metastore_uri, db, "t") == []
+        ns.drop_namespace({"id": [db], "behavior": "cascade"})
     finally:
         ns.close()
 

@@ -509,3 +509,51 @@ def test_keeping_an_archive_deletes_the_long_unused_and_all_but_the_latest_few(
     kept = {path.name for path in cache.iterdir()}
     assert kept == {"new.jsa", *(archive.name for archive in recent[:-1])}
     assert not (data_dir / class_archive.PENDING_NAME).exists()
+
+
+# --------------------------------------------------------------------------------------------
+# A database Derby cannot open: the reason in one line
+# --------------------------------------------------------------------------------------------
+
+# What Derby 10.14 writes into derby.log when it meets a database that Derby 10.16 made (the
+# SQL demo's pyspark 3.5 on the main demo's directory): the cause under two wrappers.
+DERBY_OTHER_RELEASE_LOG = """\
+----------------------------------------------------------------
+Thu Nov 26 10:00:00 UTC 2026:
+Booting Derby version The Apache Software Foundation - Apache Derby - 10.14.2.0
+ERROR XJ040: Failed to start database '/x/hms/metastore_db' with class loader
+ jdk.internal.loader.ClassLoaders$AppClassLoader@5a07e868, see the next exception for details.
+Caused by: ERROR XJ001: Java exception: 'ERROR XSLAN: Database at /x/hms/metastore_db has an
+Caused by: ERROR XSLAN: Database at /x/hms/metastore_db has an incompatible format with the \
+current version of the software.  The database was created by or upgraded by version 10.16.
+\tat org.apache.derby.iapi.error.StandardException.newException(Unknown Source)
+"""
+
+
+def test_derby_cause_is_the_innermost_error_in_one_line(tmp_path: Path) -> None:
+    log = tmp_path / "derby.log"
+    log.write_text("ERROR XBM0A: an earlier start's error\n" + DERBY_OTHER_RELEASE_LOG)
+    cause = hms_local.derby_cause(log, offset=len("ERROR XBM0A: an earlier start's error\n"))
+    assert cause is not None and "\n" not in cause
+    assert cause.startswith("XSLAN: Database at /x/hms/metastore_db has an incompatible format")
+    assert "version 10.16" in cause and "--data-dir" in cause
+    assert hms_local.derby_cause(tmp_path / "missing.log") is None
+    log.write_text("Booting Derby version 10.16\n")
+    assert hms_local.derby_cause(log) is None
+
+
+@pytest.mark.timeout(300)
+def test_a_database_derby_cannot_open_says_why_in_one_line(java: str, tmp_path: Path) -> None:
+    """A start on a database Derby refuses fails with Derby's reason on one line: no log
+    tail, no class-data-sharing ``[cds]`` notices."""
+    with LocalMetastore(tmp_path) as metastore:
+        assert metastore.is_running()
+    # Break the database the way an interrupted creation leaves it.
+    (tmp_path / "metastore_db" / "service.properties").unlink()
+    with pytest.raises(MetastoreStartError) as raised:
+        LocalMetastore(tmp_path).start(timeout=180)
+    message = str(raised.value)
+    assert "\n" not in message, message
+    assert "could not open its Derby database" in message
+    assert "XBM0A" in message and "service.properties" in message
+    assert "[cds]" not in message

@@ -25,6 +25,7 @@ import pytest
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.harness import GlueHarness, Harness
+from support.manifests import staging_of
 from test_managed_commits import needs_conditional_updates
 
 from lance_metastore.rules.versions import manifest_name
@@ -722,8 +723,25 @@ def test_rename_within_and_across_namespaces(backend: Harness, managed_by):
     ns.create_table(req("CreateTableRequest", id=[*db, "t"]), ipc_stream(table_data(0, 5)))
     ns.insert_into_table(req("InsertIntoTableRequest", id=[*db, "t"]), ipc_stream(table_data(5, 1)))
     location = ns.describe_table({"id": [*db, "t"]}).location
+    if managed_by == "impl" and "glue" in (backend.label or backend.name):
+        # Glue has no rename, and a copy-then-delete could lose a commit: refused (docs).
+        before = backend.snapshot()
+        refused = outcome(
+            lambda: ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
+        )
+        assert refused == ("error", "UNSUPPORTED")
+        assert backend.snapshot() == before
+        return
     ns.rename_table(req("RenameTableRequest", id=[*db, "t"], new_table_name="u"))
     assert ns.list_tables({"id": db}).tables == ["u"]
+    if backend.name == "rest":
+        # Served, locations are confined: a table whose data lies in its namespace's
+        # directory stays in that namespace (docs/locations.md).
+        across = req("RenameTableRequest", id=[*db, "u"], new_table_name="kept")
+        across.new_namespace_id = archive
+        assert outcome(lambda: ns.rename_table(across)) == ("error", "INVALID_INPUT")
+        assert ns.list_tables({"id": db}).tables == ["u"]
+        return
     ns.rename_table(
         req("RenameTableRequest", id=[*db, "u"], new_table_name="kept", new_namespace_id=archive)
     )
@@ -838,16 +856,16 @@ def test_batch_of_versions_on_one_table_is_all_or_nothing(backend: Harness):
     t = [*db, "batched"]
     ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 2)))
     entries = [
-        {"id": t, "version": 2, "manifest_path": "staging/a.manifest"},
-        {"id": t, "version": 3, "manifest_path": "staging/b.manifest"},
+        {"id": t, "version": 2, "manifest_path": staging_of(ns, t, 2)},
+        {"id": t, "version": 3, "manifest_path": staging_of(ns, t, 3)},
     ]
     answer = ns.batch_create_table_versions({"entries": entries})
     assert [v.version for v in answer.versions] == [2, 3]
     assert ns.describe_table({"id": t}).properties["version"] == "3"
     before = backend.snapshot()
     clash = [
-        {"id": t, "version": 4, "manifest_path": "staging/c.manifest"},
-        {"id": t, "version": 3, "manifest_path": "staging/d.manifest"},  # taken
+        {"id": t, "version": 4, "manifest_path": staging_of(ns, t, 4)},
+        {"id": t, "version": 3, "manifest_path": staging_of(ns, t, 3)},  # taken
     ]
     assert outcome(lambda: ns.batch_create_table_versions({"entries": clash})) == (
         "error",
@@ -857,7 +875,7 @@ def test_batch_of_versions_on_one_table_is_all_or_nothing(backend: Harness):
     ns.create_table(req("CreateTableRequest", id=[*db, "second"]), ipc_stream(table_data(0, 2)))
     before = backend.snapshot()
     two_tables = [
-        {"id": t, "version": 4, "manifest_path": "staging/e.manifest"},
+        {"id": t, "version": 4, "manifest_path": staging_of(ns, t, 4)},
         {"id": [*db, "second"], "version": 2, "manifest_path": "staging/f.manifest"},
     ]
     assert outcome(lambda: ns.batch_create_table_versions({"entries": two_tables})) == (
@@ -985,34 +1003,25 @@ def test_create_over_an_unregistered_dataset_keeps_it(backend: Harness, ours):
     assert lance.dataset(location).count_rows() == 2
 
 
-def test_glue_rename_meeting_a_managed_commit_is_undone(glue: GlueHarness):
-    """A commit that lands on the old entry while Glue's rename is between its CreateTable
-    and DeleteTable would be lost with the old entry: the rename sees the entry changed,
-    removes the new entry and answers 14; the commit stays.
-
-    The interleaving is forced, not timed: the renaming namespace's CreateTable is followed by
-    a real commit from another namespace object (over the same emulator) before it goes on.
-    """
-    from lance_metastore import GlueNamespace
-
+def test_glue_refuses_to_rename_a_managed_table(glue: GlueHarness):
+    """Glue has no rename: copy-then-delete would lose a commit landing on the old entry in
+    between, and no Glue call makes "unchanged, then delete" one step. A catalog-managed
+    table's rename is refused (0, saying what to do instead) and changes nothing; the table
+    keeps committing under its name. (Storage-managed tables rename: their commits never
+    touch the entry.)"""
     ns = glue.connect(managed_by="impl")
     db = glue.db("sales")
     ns.create_namespace({"id": db})
     t = [*db, "t"]
     ns.create_table(req("CreateTableRequest", id=t), ipc_stream(table_data(0, 3)))
-
-    class CommitAfterCreate(GlueNamespace):
-        def _catalog_create_table(self, path, entry, columns):  # type: ignore[no-untyped-def]
-            super()._catalog_create_table(path, entry, columns)
-            ns.insert_into_table(req("InsertIntoTableRequest", id=t), ipc_stream(table_data(3, 1)))
-
-    renamer = CommitAfterCreate(**{**glue.properties(), "managed_by": "impl"})
-    answer = outcome(
-        lambda: renamer.rename_table(req("RenameTableRequest", id=t, new_table_name="u"))
-    )
-    assert answer == ("error", "CONCURRENT_MODIFICATION")
-    assert ns.list_tables({"id": db}).tables == ["t"]
-    assert ns.count_table_rows(req("CountTableRowsRequest", id=t)).count == 4
+    before = glue.snapshot()
+    with pytest.raises(LanceNamespaceError) as caught:
+        ns.rename_table(req("RenameTableRequest", id=t, new_table_name="u"))
+    assert caught.value.code == ErrorCode.UNSUPPORTED
+    assert "rename_table not implemented" in str(caught.value)
+    assert "register its location" in str(caught.value)
+    assert glue.snapshot() == before
+    ns.insert_into_table(req("InsertIntoTableRequest", id=t), ipc_stream(table_data(3, 1)))
     assert ns.describe_table({"id": t}).properties["version"] == "2"
 
 

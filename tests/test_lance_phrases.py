@@ -26,6 +26,7 @@ from lance_namespace import (
     DescribeTableRequest,
     DropNamespaceRequest,
     DropTableRequest,
+    LanceNamespace,
     NamespaceExistsRequest,
     TableExistsRequest,
 )
@@ -188,3 +189,29 @@ def test_every_error_starts_with_the_phrase_directory_namespace_uses(
         phrase = LANCE_PHRASES[type(expected.value)]
         assert str(expected.value).startswith(f"{phrase}: "), label
         assert str(got.value).startswith(f"{phrase}: "), f"{label}: {got.value}"
+
+
+class _Failing(LanceNamespace):
+    """A namespace whose describe_table fails with the error class named by the table."""
+
+    def namespace_id(self) -> str:
+        return "failing"
+
+    def describe_table(self, request: Any) -> Any:
+        kind = next(k for k in LANCE_PHRASES if k.__name__ == request.id[-1])
+        raise kind(f"{LANCE_PHRASES[kind]}: 'db$t'")
+
+
+def test_errors_through_pylances_rest_client_carry_the_phrase_once() -> None:
+    """pylance's REST client puts the code's phrase before the body's message: the server
+    sends the message without it, so the caller reads "Table not found: 'db$t'", once."""
+    import lance_namespace
+
+    from lance_metastore.rest import RestServer
+
+    with RestServer(_Failing()) as server:
+        client = lance_namespace.connect("rest", {"uri": server.url})
+        for kind, phrase in LANCE_PHRASES.items():
+            with pytest.raises(kind) as raised:
+                client.describe_table(DescribeTableRequest(id=["db", kind.__name__]))
+            assert str(raised.value) == f"{phrase}: 'db$t'"

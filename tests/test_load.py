@@ -36,7 +36,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.connections import CLOSE_WAIT, ESTABLISHED, our_connections_to, port_of
 from support.harness import Harness, HiveHarness
 
-from lance_metastore.rules.tables import plain_location
+from lance_metastore.rules.locations import unqualified
 
 THREADS = 16
 ROUNDS = 2
@@ -171,7 +171,7 @@ class Worker:
         self.ns.table_exists({"id": list(table_id)})
         described = self.ns.describe_table({"id": list(table_id)}).location
         # Hive reads file: URLs back as paths (it qualifies local paths itself): no probe there.
-        assert plain_location(described) == plain_location(declared.location)
+        assert unqualified(described) == unqualified(declared.location)
         self.load.probed |= "://" in described
         self.ledger.live[table_id] = None
         self.ledger.locations[table_id] = described

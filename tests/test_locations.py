@@ -19,13 +19,21 @@ from pathlib import Path
 import lance
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lance_namespace import LanceNamespace
 from lance_namespace.errors import ErrorCode, InvalidInputError, LanceNamespaceError
+from support.confined_access import VIAS, Access, confined_access
 from support.harness import Harness
-from support.rest import RestHarness
 
 from lance_metastore import GlueNamespace
-from lance_metastore.rules.locations import LocationPolicy, is_under, overlap, resolve
+from lance_metastore.rules.locations import Location, LocationPolicy
+
+
+def resolve(given: str, root: str | None, what: str) -> str:
+    """The canonical text of a location (what the catalog stores)."""
+    return str(Location.parse(given, root, what))
+
 
 DATA = pa.table({"id": pa.array([1, 2, 3], pa.int64()), "name": ["a", "b", "c"]})
 
@@ -50,15 +58,16 @@ def message_of(call, *args, **kwargs) -> str:
 @pytest.mark.parametrize(
     ("given", "root", "resolved"),
     [
-        ("/lake//a/./b/../t.lance/", None, "/lake/a/t.lance"),
-        ("file:///lake//t.lance/", None, "file:///lake/t.lance"),
-        ("file:/lake/t.lance", None, "file:///lake/t.lance"),
-        ("FILE://localhost/lake/t", None, "file:///lake/t"),
-        ("S3://bucket/lake//x/../t.lance/", None, "s3://bucket/lake/t.lance"),
+        ("/lake//a/b/t.lance/", None, "/lake/a/b/t.lance"),
+        ("file:///lake//t.lance/", None, "/lake/t.lance"),
+        ("file:/lake/t.lance", None, "/lake/t.lance"),
+        ("FILE://localhost/lake/t", None, "/lake/t"),
+        ("S3://bucket/lake/x/t.lance/", None, "s3://bucket/lake/x/t.lance"),
+        ("s3a://bucket/lake/t.lance", None, "s3://bucket/lake/t.lance"),
         ("hdfs://nn:8020/w/t", None, "hdfs://nn:8020/w/t"),
         ("rel_data/t.lance", "/lake", "/lake/rel_data/t.lance"),
-        ("./rel/../t.lance", "s3://bucket/lake/", "s3://bucket/lake/t.lance"),
-        ("../up/t.lance", "/lake/root", "/lake/up/t.lance"),
+        ("rel/t.lance", "s3://bucket/lake/", "s3://bucket/lake/rel/t.lance"),
+        ("s3://bucket/lake/caf\u00e9 [1]/t.lance", None, "s3://bucket/lake/caf\u00e9 [1]/t.lance"),
     ],
 )
 def test_resolution_rule(given: str, root: str | None, resolved: str):
@@ -73,10 +82,23 @@ def test_resolution_rule(given: str, root: str | None, resolved: str):
         ("s3:///t", "names no bucket or host"),
         ("file://otherhost/t", "names a host"),
         ("file:t", "not an absolute file path"),
-        ("/../etc", "climbs above its root"),
-        ("s3://bucket/../other", "climbs above its root"),
+        ("/../etc", "dot segment"),
+        ("/lake/./t", "dot segment"),
+        ("s3://bucket/../other", "dot segment"),
+        ("s3://lake/warehouse/%2e%2e/private/hr.lance", "percent encoding"),
+        ("s3://lake/warehouse/secretns%2Fpayroll.lance", "percent encoding"),
+        ("s3://lake/warehouse/secretns/payroll.lance?x", "query"),
+        ("s3://lake/warehouse/db2#x", "fragment"),
+        ("s3://lake/warehouse/*", "wildcard"),
+        ("s3://lake/warehouse/${aws:username}", "policy variable"),
+        ("s3://lake/a//b", "empty segment"),
+        ("s3://Lake/a", "lower case"),
+        ("s3://user@lake/a", "user information"),
+        ("s3://la/a", "not a valid S3 bucket name"),
+        ("file:///a\\..\\b", "backslash"),
         ("", "non-empty string"),
         ("/a\nb", "control character"),
+        ("/a\x85b", "control character"),
     ],
 )
 def test_unresolvable_locations_answer_13_with_the_reason(given: str, reason: str):
@@ -84,36 +106,64 @@ def test_unresolvable_locations_answer_13_with_the_reason(given: str, reason: st
         resolve(given, None, "Table x")
 
 
+def _at(text: str) -> Location:
+    return Location.parse(text, None, "x")
+
+
 def test_prefixes_match_whole_segments():
-    assert is_under("/lake/a/t.lance", "/lake/a")
-    assert is_under("/lake/a", "/lake/a")
-    assert not is_under("/lake/ab", "/lake/a")
-    assert not is_under("s3://other/lake/a", "s3://bucket/lake")
-    assert is_under("s3a://bucket/lake/t", "s3://bucket/lake")  # one store, two schemes
-    assert not is_under("hdfs://127.0.0.1:1/lake", "hdfs://nn:8020/lake")
-    assert overlap("/lake/t.lance", "/lake/t.lance/data") and overlap("/lake/t", "/lake")
-    assert not overlap("/lake/t1.lance", "/lake/t2.lance")
-    assert is_under("file:///lake/a/t", "/lake/a") and overlap("/lake/a", "file:///lake")
+    assert _at("/lake/a/t.lance").is_under(_at("/lake/a"))
+    assert _at("/lake/a").is_under(_at("/lake/a"))
+    assert not _at("/lake/a").is_under(_at("/lake/a"), strictly=True)
+    assert not _at("/lake/ab").is_under(_at("/lake/a"))
+    assert not _at("s3://other/lake/a").is_under(_at("s3://bucket/lake"))
+    assert _at("s3a://bucket/lake/t").is_under(_at("s3://bucket/lake"))  # one store
+    assert not _at("hdfs://127.0.0.1:1/lake").is_under(_at("hdfs://nn:8020/lake"))
+    assert _at("/lake/t.lance").overlaps(_at("/lake/t.lance/data"))
+    assert _at("/lake/t").overlaps(_at("/lake"))
+    assert not _at("/lake/t1.lance").overlaps(_at("/lake/t2.lance"))
+    assert _at("file:///lake/a/t") == _at("/lake/a/t")
 
 
-def test_policy_schemes_prefixes_and_links(tmp_path: Path):
+def test_policy_owns_below_the_namespace_or_an_allowed_prefix(tmp_path: Path):
     root, outside = tmp_path / "root", tmp_path / "outside"
-    root.mkdir()
+    (root / "db").mkdir(parents=True)
     outside.mkdir()
-    (root / "link").symlink_to(outside)
-    policy = LocationPolicy(root=str(root), extra=("s3://bucket/lake",), enforced=True)
-    assert policy.allows(str(root / "t.lance"))
-    assert policy.allows("s3://bucket/lake/t.lance")
-    assert not policy.allows("s3://bucket/lakehouse/t.lance")
-    assert not policy.allows(str(outside / "t.lance"))
-    assert not policy.allows(str(root / "link" / "t.lance"))  # a link does not lead out
-    assert policy.allows("/db/t.lance", lambda: ["file:/db"])
-    assert not LocationPolicy(root=str(root)).enforced
-    assert LocationPolicy(root=str(root)).allows("/anywhere")  # off: everything
+    (root / "db" / "link").symlink_to(outside)
+    policy = LocationPolicy(root=_at(str(root)), extra=(_at("s3://bucket/lake"),), enforced=True)
+    db = _at(str(root / "db"))
+    assert policy.owns(_at(str(root / "db" / "t.lance")), db)
+    assert not policy.owns(db, db)  # the namespace's directory itself is no table's
+    assert not policy.owns(_at(str(root / "other" / "t.lance")), db)  # another namespace's
+    assert policy.owns(_at("s3://bucket/lake/t.lance"), db)
+    assert not policy.owns(_at("s3://bucket/lakehouse/t.lance"), db)
+    assert not policy.owns(_at(str(outside / "t.lance")), db)
+    assert not policy.owns(_at(str(root / "db" / "link" / "t.lance")), db)  # no way out
+    assert not LocationPolicy(root=db).enforced
+    assert LocationPolicy(root=db).owns(_at("/anywhere"), db)  # off: everything
     with pytest.raises(InvalidInputError, match="scheme 'http'"):
-        policy.check("http://127.0.0.1:1/t", tuple, "Table x")
+        raise policy.refuse(_at("http://127.0.0.1:1/t"), "Table x", "http://127.0.0.1:1/t")
     with pytest.raises(InvalidInputError, match="allowed_locations"):
-        policy.check(str(outside), tuple, "Table x")
+        raise policy.refuse(_at(str(outside)), "Table x", str(outside))
+
+
+def test_namespace_directories_never_nest(tmp_path: Path):
+    """A confined namespace's directory is exactly <root>/<name>, or one segment below an
+    allowed prefix apart from the root: never the root, never inside another's default."""
+    root = tmp_path / "root"
+    inside = f"{root}/shared"
+    policy = LocationPolicy(
+        root=_at(str(root)), extra=(_at("s3://bucket/lake"), _at(inside)), enforced=True
+    )
+    assert policy.places_namespace(_at(f"{root}/a"), ("a",))
+    assert not policy.places_namespace(_at(f"{root}/victim"), ("a",))  # another's default
+    assert not policy.places_namespace(_at(str(root)), ("a",))
+    assert not policy.places_namespace(_at(f"{root}/a/b"), ("a",))
+    assert policy.places_namespace(_at("s3://bucket/lake/anything"), ("a",))
+    assert not policy.places_namespace(_at("s3://bucket/lake"), ("a",))
+    assert not policy.places_namespace(_at("s3://bucket/lake/x/y"), ("a",))
+    assert not policy.places_namespace(_at(f"{inside}/x"), ("a",))  # the prefix meets root
+    assert policy.places_namespace(_at(f"{root}/c/d"), ("c", "d"))
+    assert LocationPolicy(root=None).places_namespace(_at("/anywhere"), ("a",))  # off
 
 
 def test_location_properties_are_checked_when_configured():
@@ -136,32 +186,10 @@ def test_location_properties_are_checked_when_configured():
 # ---------------------------------------------------------------------------------------------
 
 
-class Access:
-    """Namespaces of one backend reached one way: in-process or through our REST server."""
-
-    def __init__(self, backend: Harness, via: str) -> None:
-        self.backend = backend
-        self.via = via
-        # The REST harness allows its test directory unless told otherwise; here only root.
-        self.rest = RestHarness(root=backend.root, inner=backend) if via == "rest" else None
-
-    def connect(self, **overrides: str | None) -> LanceNamespace:
-        if self.rest is not None:
-            return self.rest.connect(**{"allowed_locations": None, **overrides})
-        return self.backend.connect(confine_locations="true", **overrides)
-
-    def close(self) -> None:
-        if self.rest is not None:
-            self.rest.close()
-
-
-@pytest.fixture(params=["in-process", "rest"])
+@pytest.fixture(params=VIAS)
 def access(request: pytest.FixtureRequest, backend: Harness) -> Iterator[Access]:
-    chosen = Access(backend, request.param)
-    try:
+    with confined_access(backend, request.param) as chosen:
         yield chosen
-    finally:
-        chosen.close()
 
 
 @pytest.fixture
@@ -204,7 +232,8 @@ def test_declare_outside_the_allowed_prefixes_is_refused_and_changes_nothing(
     before = backend.snapshot()
     for location in [str(outside), outside.as_uri(), f"{backend.root}/../{outside.name}"]:
         request = {"id": [*db, "evil"], "location": location}
-        assert "is not allowed" in message_of(ns.declare_table, request)
+        reason = "dot segment" if ".." in location else "is not allowed"
+        assert reason in message_of(ns.declare_table, request)
         assert code_of(ns.declare_table, request) == ErrorCode.INVALID_INPUT
         assert code_of(ns.register_table, request) == ErrorCode.INVALID_INPUT
     assert code_of(ns.table_exists, {"id": [*db, "evil"]}) == ErrorCode.TABLE_NOT_FOUND
@@ -279,15 +308,17 @@ def test_relative_locations_resolve_against_root_and_never_the_working_directory
     """Issue 21's example: a dataset at ``<root>/rel_data/t.lance`` registered as
     ``rel_data/t.lance``. Without a configured root a relative location answers 13; a relative
     location that climbs out of the root is refused like any other."""
-    lance.write_dataset(DATA, str(backend.root / "rel_data" / "t.lance"))
-    registered = ns.register_table({"id": [*db, "t"], "location": "rel_data/t.lance"})
-    assert registered.location == str(backend.root / "rel_data" / "t.lance")
+    own = "/".join(db)  # the namespace's directory, relative to root
+    lance.write_dataset(DATA, str(backend.root / own / "rel_data" / "t.lance"))
+    registered = ns.register_table({"id": [*db, "t"], "location": f"{own}/rel_data/t.lance"})
+    assert registered.location == str(backend.root / own / "rel_data" / "t.lance")
     assert ns.describe_table({"id": [*db, "t"]}).location == registered.location
     assert _row_count(ns, [*db, "t"]) == 3
-    declared = ns.declare_table({"id": [*db, "d"], "location": "./tables//d.lance/"})
-    assert declared.location == str(backend.root / "tables" / "d.lance")
-    escape = {"id": [*db, "e"], "location": "../escape.lance"}
-    assert code_of(ns.declare_table, escape) == ErrorCode.INVALID_INPUT
+    declared = ns.declare_table({"id": [*db, "d"], "location": f"{own}/tables//d.lance/"})
+    assert declared.location == str(backend.root / own / "tables" / "d.lance")
+    for elsewhere in ("../escape.lance", "./t.lance", "rel_data/t.lance"):
+        escape = {"id": [*db, "e"], "location": elsewhere}
+        assert code_of(ns.declare_table, escape) == ErrorCode.INVALID_INPUT
 
     workdir = tmp_path / "cwd"
     workdir.mkdir()
@@ -295,7 +326,11 @@ def test_relative_locations_resolve_against_root_and_never_the_working_directory
     rootless = access.connect(root=None)
     for call in (rootless.declare_table, rootless.register_table):
         request = {"id": [*db, "r"], "location": "r.lance"}
-        assert "no root" in message_of(call, request)
+        # Hive without a root: the database's directory is HMS's own, which a confined
+        # namespace may not have (HMS nests every database inside default's), so 13 first.
+        assert code_of(call, request) == ErrorCode.INVALID_INPUT
+        if backend.name == "glue":
+            assert "no root" in message_of(call, request)
     assert code_of(ns.table_exists, {"id": [*db, "r"]}) == ErrorCode.TABLE_NOT_FOUND
     assert os.listdir(workdir) == []
 
@@ -319,8 +354,11 @@ def test_namespace_location_properties_are_resolved_and_confined(
     assert backend.snapshot() == before
     assert not (outside / "db").exists()
 
-    ns.create_namespace({"id": path, "properties": {key: "dbs/placed"}})
-    placed = str(backend.root / "dbs" / "placed")
+    nested = {"id": path, "properties": {key: "dbs/placed"}}  # not its default directory
+    assert code_of(ns.create_namespace, nested) == ErrorCode.INVALID_INPUT
+    own = "/".join(path)  # confined: exactly the namespace's default directory
+    ns.create_namespace({"id": path, "properties": {key: own}})
+    placed = str(backend.root / own)
     assert ns.describe_namespace({"id": path}).properties[key] == placed
     assert ns.declare_table({"id": [*path, "t"]}).location == placed + "/t.lance"
     overwrite = {"id": path, "mode": "overwrite", "properties": {key: str(outside)}}
@@ -363,10 +401,12 @@ def test_an_hdfs_location_at_a_local_port_is_refused_before_the_catalog_sees_it(
     assert not _accepted_any(listener)
 
 
-def test_the_catalog_search_costs_one_listing_per_database(glue: Harness):
-    """The cost the README gives: a declare with a ``location`` reads every database once
-    (GetDatabases, GetCatalogs, one GetTables per database), a default declare does not."""
-    ns = glue.connect()
+def test_a_declare_reads_only_its_own_namespace(glue: Harness):
+    """The cost docs/locations.md gives: confined, a declare (default or with a location in the
+    namespace's own directory) reads that namespace once (GetDatabase, one GetTables per 100
+    entries), whatever the other namespaces hold; an unconfined declare at a location of the
+    caller's choice searches the catalog."""
+    ns = glue.connect(confine_locations="true")
     for d in range(3):
         ns.create_namespace({"id": glue.db(f"d{d}")})
         for t in range(5):
@@ -374,7 +414,38 @@ def test_the_catalog_search_costs_one_listing_per_database(glue: Harness):
     calls: list[str] = []
     ns.glue.meta.events.register("before-call.glue", lambda model, **_: calls.append(model.name))
     ns.declare_table({"id": [*glue.db("d0"), "x"]})
-    assert sorted(calls) == ["CreateTable", "GetDatabase"]
+    assert sorted(calls) == ["CreateTable", "GetDatabase", "GetTables"]
     calls.clear()
-    ns.declare_table({"id": [*glue.db("d0"), "y"], "location": str(glue.root / "y.lance")})
-    assert sorted(calls) == ["CreateTable", "GetCatalogs", "GetDatabases", *["GetTables"] * 3]
+    own = str(glue.root / "/".join(glue.db("d0")) / "placed" / "y.lance")
+    ns.declare_table({"id": [*glue.db("d0"), "y"], "location": own})
+    assert sorted(calls) == ["CreateTable", "GetDatabase", "GetTables"]
+    unconfined = glue.connect()
+    unconfined.glue.meta.events.register(
+        "before-call.glue", lambda model, **_: calls.append(model.name)
+    )
+    calls.clear()
+    unconfined.declare_table({"id": [*glue.db("d0"), "z"], "location": str(glue.root / "z")})
+    assert calls.count("GetTables") == 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["lake", "x", "..", ".", "%2e%2e", "a?", "#f", "db.db", "db.db?x", ""]),
+        max_size=4,
+    ),
+    st.sampled_from(["/", "file:///", "hdfs://nn/", "s3://lake/"]),
+)
+def test_hms_own_database_layout_is_judged_on_the_parsed_location(parts: list[str], form: str):
+    """A Hive database location counts as HMS's own ``<parent>/<db>.db`` layout (its
+    tables then go under the root) only when the one parser reads it so, never by text."""
+    from lance_metastore.hive.namespace import _metastore_default
+
+    text = form + "/".join([*parts, "db.db"])
+    try:
+        parsed: Location | None = Location.parse(text, None, "t")
+    except InvalidInputError:
+        parsed = None
+    expected = parsed is not None and parsed.segments[-1:] == ("db.db",)
+    assert _metastore_default(text, "db") == expected
+    assert _metastore_default(text, "default")

@@ -58,6 +58,7 @@ from lance_metastore.rest import (
     RestServer,
     authenticator_from,
 )
+from lance_metastore.rest.access import TRANSACTION_OPERATIONS
 from lance_metastore.rest.auth import Authenticator, Headers, Principal
 from lance_metastore.rules.credentials import permission_to_vend
 
@@ -219,8 +220,10 @@ def secured(catalog: Harness, tmp_path: Path) -> Iterator[Secured]:
 def call(secured: Secured, operation_name: str, target: str, headers: dict[str, str]) -> Any:
     """The operation's route on ``target`` with a body of the right kind (empty where it may be)."""
     operation = next(op for op in OPERATIONS if op.name == operation_name)
-    path = secured.route(operation_name, target)
     table = target.split("$")
+    if operation_name in TRANSACTION_OPERATIONS:
+        target = f"{target}$1"  # the table's id, then the transaction's (its version)
+    path = secured.route(operation_name, target)
     if operation.name == "batch_create_table_versions":
         entry = {"id": table, "version": 1, "manifest_path": "m"}
         body: Any = {"entries": [entry]}
@@ -283,48 +286,78 @@ def test_every_route_allows_and_denies_by_privilege(
                 caplog.clear()
                 response = call(secured, operation.name, target, bearer(principal))
                 line = last_audit_line(caplog)
-                allowed = operation.name == "list_all_tables" or (
-                    level is not None and LEVELS.index(level) >= LEVELS.index(needed)
-                )
-                if allowed:
+                allowed = level is not None and LEVELS.index(level) >= LEVELS.index(needed)
+                if not well_formed(secured, operation.name, target):
+                    # an id the catalog refuses: 400 for every caller, judged before access
+                    ok = error_of(response) == (400, 13) and "denied=" not in line
+                elif allowed:
                     ok = response.status_code not in (401, 403) and "denied=" not in line
                 else:
                     if level is not None:
                         expected: tuple[int, int] = (403, 15)
-                    elif operation.name in NAMESPACE_OPERATIONS:
+                    elif operation.name in NAMESPACE_OPERATIONS | {"list_all_tables"}:
                         expected = (404, 1)
                     else:
                         expected = (404, 4)
                     ok = error_of(response) == expected and f"denied={needed}" in line
                 if not ok:
                     failures.append((principal, operation.name, response.status_code, line))
-                assert f"identity={principal} " in line
+                assert f"identity=bearer:{principal} " in line
     assert not failures, failures
     after = secured.harness.snapshot()
     hr_keys = [key for key in hr_before if "hr" in str(key)]
     assert {k: hr_before[k] for k in hr_keys} == {k: after.get(k) for k in hr_keys}
 
 
+def well_formed(secured: Secured, operation_name: str, target: str) -> bool:
+    """Whether the catalog accepts ``target`` as the id ``operation_name`` acts on."""
+    kind = "namespace" if operation_name in NAMESPACE_OPERATIONS | {"list_all_tables"} else "table"
+    try:
+        secured.harness.connect().canonical_id(target.split("$"), kind)
+    except LanceNamespaceError:
+        return False
+    return True
+
+
 def test_a_hidden_namespace_answers_like_a_missing_object(secured: Secured):
     """A caller without grants on hr gets, on every route, the same answer for hr's existing
     table as for a missing one (and for hr itself as for a missing namespace): names do not leak."""
     hr, ghost_db = "$".join(secured.hr), "$".join([*secured.hr[:-1], "nowhere"])
-    for principal in ("read", "manage", "nobody"):
-        for operation in OPERATIONS:
-            if not operation.has_id:
-                continue
-            if operation.name in NAMESPACE_OPERATIONS:
-                existing, missing = hr, ghost_db
-            else:
-                existing, missing = f"{hr}$orders", f"{hr}$ghost"
-            there = call(secured, operation.name, existing, bearer(principal))
-            absent = call(secured, operation.name, missing, bearer(principal))
-            assert there.status_code == absent.status_code == 404, (principal, operation.name)
-            assert there.json()["code"] == absent.json()["code"]
-            assert there.json()["error"].replace(existing, "X") == absent.json()["error"].replace(
-                missing, "X"
-            )
-            assert set(there.headers) == set(absent.headers)
+    # the canonical id and a variant the backend folds to it (ASCII case): the same answers
+    for fold in (str, str.upper):
+        for principal in ("read", "manage", "nobody"):
+            for operation in OPERATIONS:
+                if not operation.has_id and operation.name != "list_all_tables":
+                    continue
+                if operation.name in NAMESPACE_OPERATIONS | {"list_all_tables"}:
+                    existing, missing = hr, ghost_db
+                else:
+                    existing, missing = f"{hr}$orders", f"{hr}$ghost"
+                there = call(secured, operation.name, fold(existing), bearer(principal))
+                absent = call(secured, operation.name, fold(missing), bearer(principal))
+                assert there.status_code == absent.status_code == 404, (principal, operation.name)
+                assert there.json()["code"] == absent.json()["code"]
+                assert there.json()["error"].replace(existing, "X") == absent.json()[
+                    "error"
+                ].replace(missing, "X")
+                assert set(there.headers) == set(absent.headers)
+
+
+def test_a_location_conflict_names_no_hidden_table(secured: Secured):
+    """A caller who may create in sales, registering a table at the location of hr's table
+    (which it may not see), is refused without learning that table's name."""
+    hidden = secured.harness.connect().describe_table(
+        DescribeTableRequest(id=[*secured.hr, "orders"])
+    )
+    sales = "$".join(secured.sales)
+    answer = secured.http.post(
+        f"/v1/table/{sales}$copy/register",
+        json={"location": hidden.location},
+        headers=bearer("create"),
+    )
+    assert answer.status_code in (400, 409)
+    # the location is the caller's own text; the hidden table's id must not appear
+    assert "$".join([*secured.hr, "orders"]) not in answer.json()["error"]
 
 
 def test_lists_show_only_what_the_caller_may_see(secured: Secured):
@@ -516,7 +549,13 @@ def test_jwks_url_is_cached_and_refetched_for_an_unknown_key(tmp_path: Path):
             assert status(first) == 406 and issuer.fetches == 1  # admitted (Bare refuses)
             assert status(first) == 406 and issuer.fetches == 1  # cached
             issuer.keys = [first, second]  # the issuer rotates in a new key
-            assert status(second) == 406 and issuer.fetches == 2
+            # the unknown key id answers 401 at once and starts one fetch in the background
+            assert status(second) == 401
+            deadline = time.monotonic() + 10
+            while status(second) != 406:
+                assert time.monotonic() < deadline, "the new key never arrived"
+                time.sleep(0.02)
+            assert issuer.fetches == 2
         # an invented key id costs the issuer at most one fetch per interval
         limited = JwtBearer(issuer=ISSUER, audience=AUDIENCE, jwks=issuer.url, refetch_seconds="60")
         fetched = issuer.fetches
@@ -654,7 +693,7 @@ def test_a_yaml_policy_file(tmp_path: Path):
     pytest.importorskip("yaml")
     policy = private_file(
         tmp_path / "policy.yaml",
-        "grants:\n  - principal: analyst\n    namespace: [sales]\n    privilege: read\n",
+        "grants:\n  - principal: bearer:analyst\n    namespace: [sales]\n    privilege: read\n",
     )
     access = AccessControl([], str(policy))
     analyst = Principal("analyst", "bearer")

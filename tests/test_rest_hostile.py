@@ -29,7 +29,13 @@ from lance_namespace import CreateNamespaceRequest, TableExistsRequest
 from lance_namespace.errors import LanceNamespaceError
 from support.cli_env import refused_in_process
 from support.harness import Harness
-from support.hostile import closed_by_peer, decompression_bomb, half_open, peak_rss_mib
+from support.hostile import (
+    SERVER_STACKS,
+    closed_by_peer,
+    decompression_bomb,
+    half_open,
+    peak_rss_mib,
+)
 
 from lance_metastore.rest import (
     MAX_JSON_DEPTH,
@@ -238,13 +244,14 @@ def test_bombs_leave_the_server_memory_flat(glue: Harness, tmp_path: Path):
 # ---------------------------------------------------------------------------------------------
 
 
-def test_half_open_connections_neither_lock_out_callers_nor_stay_open(tmp_path: Path):
+@pytest.mark.parametrize("stack", SERVER_STACKS)
+def test_half_open_connections_neither_lock_out_callers_nor_stay_open(tmp_path: Path, stack: str):
     """300 connections that never finish their headers: an authenticated caller is still
     answered, and the server closes every one of them after its header timeout."""
     namespace = DirectoryNamespace(root=str(tmp_path / "dir"))
     limits = ClientLimits(header_timeout=2, max_connections=1000)
     with (
-        RestServer(namespace, auth_token=TOKEN, limits=limits) as server,
+        RestServer(namespace, auth_token=TOKEN, limits=limits, **SERVER_STACKS[stack]) as server,
         half_open(server.url, 300) as sockets,
     ):
         answer = httpx.get(server.url + "/v1/namespace/$/list", headers=AUTH, timeout=120)
@@ -254,13 +261,16 @@ def test_half_open_connections_neither_lock_out_callers_nor_stay_open(tmp_path: 
         assert not still_open
 
 
-def test_past_the_connection_limit_the_longest_idle_connection_makes_room(tmp_path: Path):
+@pytest.mark.parametrize("stack", SERVER_STACKS)
+def test_past_the_connection_limit_the_longest_idle_connection_makes_room(
+    tmp_path: Path, stack: str
+):
     """With 50 connections allowed and a long header timeout, 300 silent connections cannot
     hold the server: each new one closes the one idle longest, and a caller gets through."""
     namespace = DirectoryNamespace(root=str(tmp_path / "dir"))
     limits = ClientLimits(header_timeout=600, max_connections=50)
     with (
-        RestServer(namespace, auth_token=TOKEN, limits=limits) as server,
+        RestServer(namespace, auth_token=TOKEN, limits=limits, **SERVER_STACKS[stack]) as server,
         half_open(server.url, 300) as sockets,
     ):
         answer = httpx.get(server.url + "/v1/namespace/$/list", headers=AUTH, timeout=120)
@@ -272,10 +282,11 @@ def test_past_the_connection_limit_the_longest_idle_connection_makes_room(tmp_pa
         assert not any(closed_by_peer(sock, time.monotonic() + 0.2) for sock in newest)
 
 
-def test_a_body_that_stops_arriving_is_closed_after_the_body_timeout(tmp_path: Path):
+@pytest.mark.parametrize("stack", SERVER_STACKS)
+def test_a_body_that_stops_arriving_is_closed_after_the_body_timeout(tmp_path: Path, stack: str):
     namespace = DirectoryNamespace(root=str(tmp_path / "dir"))
     limits = ClientLimits(body_timeout=1)
-    with RestServer(namespace, limits=limits) as server:
+    with RestServer(namespace, limits=limits, **SERVER_STACKS[stack]) as server:
         port = int(server.url.rsplit(":", 1)[1])
         with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
             sock.sendall(
@@ -356,6 +367,26 @@ def test_cli_serve_refuses_a_writable_token_file_and_warns_about_a_readable_one(
     stderr = stop(process)
     assert url.startswith("http://127.0.0.1:"), stderr
     assert "readable by other users" in stderr and TOKEN not in stderr
+
+
+def test_cli_serve_warns_about_a_readable_policy_file(tmp_path: Path):
+    """The policy names who may see what: like a token file, one others can read is a warning
+    at the start (once, not at every reload)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN)
+    token_file.chmod(0o600)
+    policy = tmp_path / "policy.json"
+    grant = {"principal": "bearer:token", "namespace": [], "privilege": "read"}
+    policy.write_text(json.dumps({"grants": [grant]}))
+    policy.chmod(0o644)
+    process = serve_process(
+        "--impl", "rest_namespaces.BareNamespace", "serve", "--port", "0",
+        "--auth-token-file", str(token_file), "--policy-file", str(policy),
+    )  # fmt: skip
+    url = process.stdout.readline().strip()
+    stderr = stop(process)
+    assert url.startswith("http://127.0.0.1:"), stderr
+    assert f"The policy file {policy} is readable by other users" in stderr
 
 
 # ---------------------------------------------------------------------------------------------

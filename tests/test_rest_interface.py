@@ -17,6 +17,7 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from support.manifests import staging_of
 from support.rest import RestHarness, rest_backend
 from test_interface import (  # noqa: F401 - the suite, collected again here
     ipc_stream,
@@ -73,13 +74,23 @@ def test_operations_pylance_cannot_send_reach_the_server(backend: RestHarness):
     status, body = _post(
         base,
         "/v1/table/version/batch-create",
-        {"entries": [{"id": t, "version": 3, "manifest_path": "s/a"}]},
+        {"entries": [{"id": t, "version": 3, "manifest_path": staging_of(ns, t, 3)}]},
     )
     assert (status, [v["version"] for v in body["versions"]]) == (200, [3])
     status, body = _post(
         base,
         "/v1/table/batch-commit",
-        {"operations": [{"create_table_version": {"id": t, "version": 4, "manifest_path": "s/b"}}]},
+        {
+            "operations": [
+                {
+                    "create_table_version": {
+                        "id": t,
+                        "version": 4,
+                        "manifest_path": staging_of(ns, t, 4),
+                    }
+                }
+            ]
+        },
     )
     assert (status, body["results"][0]["create_table_version"]["version"]["version"]) == (200, 4)
     ns.create_table(req("CreateTableRequest", id=[*db, "other"]), ipc_stream(table_data(0, 1)))
@@ -89,8 +100,8 @@ def test_operations_pylance_cannot_send_reach_the_server(backend: RestHarness):
         "/v1/table/version/batch-create",
         {
             "entries": [
-                {"id": t, "version": 5, "manifest_path": "s/c"},
-                {"id": [*db, "other"], "version": 2, "manifest_path": "s/d"},
+                {"id": t, "version": 5, "manifest_path": staging_of(ns, t, 5)},
+                {"id": [*db, "other"], "version": 2, "manifest_path": "x/_versions/s-d"},
             ]
         },
     )

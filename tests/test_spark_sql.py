@@ -569,7 +569,8 @@ def test_optimize_around_the_catalog_is_adopted(
     """lance-spark 0.4.0's OPTIMIZE commits its compaction straight to storage, around the
     catalog. The catalog adopts it: a SQL INSERT right after it (no read in between) and a
     pylance append rebase onto it instead of reusing a version storage holds, and pylance
-    opening the table by name right after the next OPTIMIZE sees it. No row or version is lost."""
+    opening the table by name right after the next OPTIMIZE sees it (reads answer storage's
+    versions; the catalog adopts them at the next commit). No row or version is lost."""
     catalog = catalogs[backend]
     db = fresh_db(catalog, sql, "optimize")
     table = catalog.sql_name(db, "t")
@@ -602,8 +603,11 @@ def test_optimize_around_the_catalog_is_adopted(
     again = lance.dataset(location).version
     assert again > latest.version
     assert dataset(catalog, db, "t").version == again  # by name, right after
-    assert _catalog_version(catalog, db, "t") == again
-    assert sorted(dataset(catalog, db, "t").to_table()["id"].to_pylist()) == list(range(31))
+    # reads never write the catalog: the next commit adopts storage's versions, then lands
+    assert _catalog_version(catalog, db, "t") == latest.version
+    sql.sql(f"INSERT INTO {table} SELECT id, 'd' FROM range(31, 32)")
+    assert _catalog_version(catalog, db, "t") == again + 1 == lance.dataset(location).version
+    assert sorted(dataset(catalog, db, "t").to_table()["id"].to_pylist()) == list(range(32))
 
 
 # --------------------------------------------------------------------------------------------

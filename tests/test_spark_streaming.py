@@ -221,3 +221,17 @@ def test_source_streams_new_versions_and_refuses_deletes(spark, hive3, tmp_path:
     with pytest.raises(Exception, match=r"Version 4 .* deletes or rewrites rows"):
         drain()
     shutil.rmtree(checkpoint)
+
+
+def test_a_relative_checkpoint_location_is_read_where_spark_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``option("checkpointLocation", "checkpoints/q")``, as a reader writes it: Spark resolves
+    it against the working directory, and so does the sink reading the query's id there."""
+    from lance_metastore.spark.streaming import streaming_query_id
+
+    (tmp_path / "checkpoints" / "q").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "q" / "metadata").write_text('{"id": "query-1"}')
+    monkeypatch.chdir(tmp_path)
+    assert streaming_query_id({"checkpointlocation": "checkpoints/q"}) == "query-1"
+    assert streaming_query_id({"checkpointlocation": "./checkpoints/q/"}) == "query-1"

@@ -22,6 +22,7 @@ from typing import Any
 import lance
 import pyarrow as pa
 import pytest
+from lance_namespace.errors import InvalidInputError
 
 from lance_metastore.rest.server import RestServer
 from lance_metastore.rules import credentials
@@ -111,7 +112,7 @@ def test_session_policy_allows_only_the_table_prefix():
     read = session_policy("lake", "warehouse/db/t.lance", "read")
     listing, _bucket_location, objects = read["Statement"]
     assert listing["Condition"]["StringLike"]["s3:prefix"] == [
-        "warehouse/db/t.lance",
+        "warehouse/db/t.lance/",
         "warehouse/db/t.lance/*",
     ]
     assert objects["Resource"] == "arn:aws:s3:::lake/warehouse/db/t.lance/*"
@@ -121,6 +122,9 @@ def test_session_policy_allows_only_the_table_prefix():
     assert "s3:DeleteObjectVersion" not in write
     admin = session_policy("lake", "warehouse/db/t.lance", "admin")["Statement"][2]["Action"]
     assert "s3:DeleteObjectVersion" in admin
+    for prefix in ("", "/", "warehouse/*", "warehouse/?x", "w/${aws:username}"):
+        with pytest.raises(InvalidInputError):
+            session_policy("lake", prefix, "read")
 
 
 def test_caller_ceiling_only_narrows():
@@ -742,3 +746,188 @@ def test_a_server_narrows_vending_to_its_callers_privilege(glue: Any, enforced_l
     assert s3.list_objects_v2(Bucket=lake["bucket"], Prefix=f"{key}/")["KeyCount"] == 0
     with pytest.raises(ClientError, match="AccessDenied"):
         s3.put_object(Bucket=lake["bucket"], Key=f"{key}/data/x", Body=b"x")
+
+
+# ---------------------------------------------------------------------------------------------
+# Locations on S3, attacked through the server (issue 38)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_vending_judges_the_stored_location_by_todays_rules(glue: Any, enforced_lake):
+    """Entries made before the rules (here by the catalog's own client) whose location holds
+    a wildcard, a query or a bucket root get no credentials, and no AssumeRole is made."""
+    lake, proxy = enforced_lake, enforced_lake["proxy"]
+    ns = glue.connect(**vending_properties(lake))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    bucket = lake["bucket"]
+    for n, stored in enumerate(
+        [f"s3://{bucket}/lake/*", f"s3://{bucket}/lake/?x", f"s3://{bucket}", f"s3://{bucket}/a%2F"]
+    ):
+        glue.create_foreign_table(db, f"legacy{n}", stored, table_type="lance")
+        with pytest.raises(InvalidInputError, match="Cannot vend credentials"):
+            ns.describe_table({"id": [*db, f"legacy{n}"]})
+        plain = ns.describe_table({"id": [*db, f"legacy{n}"], "vend_credentials": False})
+        assert VENDED_CREDENTIALS_MARKER not in (plain.storage_options or {})
+    assert not proxy.policies, "an AssumeRole was made for a refused location"
+
+
+def test_served_s3_locations_read_one_way_and_vend_exactly_their_prefix(glue: Any, enforced_lake):
+    """Through ``serve`` on moto's S3 behind the session-policy emulator: the probe's
+    locations answer 13; an accepted one is vended credentials for its own prefix only (a
+    sibling named with it as a prefix stays closed); a drop leaves a foreign object there."""
+    from botocore.exceptions import ClientError
+
+    from lance_metastore.rest import create_app
+
+    lake = enforced_lake
+    bucket = lake["bucket"]
+    ns = glue.connect(**vending_properties(lake))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    base = f"s3://{bucket}/lake/{db[-1]}"
+    with RestServer(create_app(ns)) as server:
+        client = connect_rest(server.url)
+        from lance_namespace import DeclareTableRequest, DropTableRequest
+
+        for hostile in (
+            f"s3://{bucket}/lake/%2e%2e/private/hr.lance",
+            f"{base}/t.lance?x",
+            f"{base}/t.lance#x",
+            f"{base}/%74.lance",
+            f"s3://{bucket}/lake/*",
+            f"s3://{bucket}/lake/?x",
+            f"{base}//t.lance",
+            f"s3://{bucket.upper()}/lake/{db[-1]}/t.lance",
+        ):
+            with pytest.raises(InvalidInputError):
+                client.declare_table(DeclareTableRequest(id=[*db, "t"], location=hostile))
+        answer = client.declare_table(DeclareTableRequest(id=[*db, "t"], location=f"{base}/t"))
+        assert answer.location == f"{base}/t"
+        s3 = _s3_with(answer.storage_options)
+        own = _s3_with({**answer.storage_options, **_server_keys()})
+        own.put_object(Bucket=bucket, Key=f"lake/{db[-1]}/t2/data/x", Body=b"theirs")
+        assert s3.list_objects_v2(Bucket=bucket, Prefix=f"lake/{db[-1]}/t/")["KeyCount"] == 0
+        for refused in (
+            lambda: s3.list_objects_v2(Bucket=bucket, Prefix=f"lake/{db[-1]}/t"),
+            lambda: s3.get_object(Bucket=bucket, Key=f"lake/{db[-1]}/t2/data/x"),
+        ):
+            with pytest.raises(ClientError, match="AccessDenied"):
+                refused()
+        lance.write_dataset(
+            pa.table({"id": [1, 2]}), answer.location, storage_options=answer.storage_options
+        )
+        own.put_object(Bucket=bucket, Key=f"lake/{db[-1]}/t/foreign.parquet", Body=b"PAR1")
+        client.drop_table(DropTableRequest(id=[*db, "t"]))
+    left = own.list_objects_v2(Bucket=bucket, Prefix=f"lake/{db[-1]}/")
+    assert sorted(o["Key"] for o in left["Contents"]) == [
+        f"lake/{db[-1]}/t/foreign.parquet",
+        f"lake/{db[-1]}/t2/data/x",
+    ]
+
+
+def test_racing_declares_on_s3_exactly_one_wins(glue: Any, s3_lake):
+    """The claim on S3 is a conditional put (If-None-Match): two declares, one location."""
+    import threading
+
+    from lance_namespace.errors import LanceNamespaceError
+
+    props = vending_properties(s3_lake, **{"credential_vendor.enabled": "false"})
+    ns = glue.connect(confine_locations="true", **props)
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    for round_ in range(3):
+        location = f"s3://{s3_lake['bucket']}/lake/{db[-1]}/contested{round_}.lance"
+        barrier = threading.Barrier(2)
+        codes: list[Any] = []
+
+        def race(
+            name: str, location: str = location, barrier: Any = barrier, codes: Any = codes
+        ) -> None:
+            client = glue.connect(confine_locations="true", **props)
+            barrier.wait()
+            try:
+                client.declare_table({"id": [*db, name], "location": location})
+                codes.append(None)
+            except LanceNamespaceError as error:
+                codes.append(error.code)
+
+        threads = [threading.Thread(target=race, args=(f"r{round_}{n}",)) for n in "ab"]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert sorted(codes, key=str) == sorted([None, 5], key=str), codes
+
+
+def test_hostile_s3_locations_vend_exactly_what_the_catalog_keeps(glue: Any, enforced_lake):
+    """Generated suffixes below the namespace's S3 directory: refused (13), or kept in
+    canonical form below it, and the policy the emulator saw for the vended key names exactly
+    that prefix, ending in '/'."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from lance_namespace.errors import LanceNamespaceError
+
+    from lance_metastore.rules.locations import Location
+
+    lake, proxy = enforced_lake, enforced_lake["proxy"]
+    ns = glue.connect(confine_locations="true", **vending_properties(lake))
+    db = glue.db(glue.unique())
+    ns.create_namespace({"id": db})
+    base = f"s3://{lake['bucket']}/lake/{db[-1]}"
+    own = Location.parse(base, None, "base")
+    counter = iter(range(10_000))
+    atoms = st.sampled_from(["t.lance", "%2e%2e", "?x", "*", "a b", "[x]", "caf\u00e9", ".", ""])
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(atoms, min_size=1, max_size=3))
+    def attempt(parts: list[str]) -> None:
+        name = f"h{next(counter)}"
+        text = f"{base}/{'/'.join(parts)}"
+        try:
+            answer = ns.declare_table({"id": [*db, name], "location": text})
+        except LanceNamespaceError as error:
+            assert error.code in (13, 5), error
+            return
+        placed = Location.parse(answer.location, None, "answer")
+        assert str(placed) == answer.location and placed.is_under(own, strictly=True)
+        policy = proxy.policies[answer.storage_options["aws_access_key_id"]]
+        resources = [s["Resource"] for s in policy["Statement"]]
+        assert f"arn:aws:s3:::{lake['bucket']}/{placed.key}/*" in resources
+        listing = policy["Statement"][0]["Condition"]["StringLike"]["s3:prefix"]
+        assert listing == [f"{placed.key}/", f"{placed.key}/*"]
+
+    attempt()
+
+
+def test_a_served_namespace_never_takes_a_later_namespaces_directory(
+    glue: Any, enforced_lake: dict[str, Any]
+):
+    """The second review, through serve + S3 + vending: mallory created namespace ``a`` at
+    ``s3://B/lake/victim`` before victor created ``victim``, then declared an alias of
+    victor's table and was vended write credentials for it. The namespace's location must be
+    exactly its own default directory: refused (13), and so is the alias."""
+    from lance_namespace import CreateNamespaceRequest, DeclareTableRequest, connect
+    from lance_namespace.errors import LanceNamespaceError
+
+    lake = enforced_lake
+    bucket = lake["bucket"]
+    ns = glue.connect(**vending_properties(lake))
+    mallory, victim = glue.unique("a"), glue.unique("victim")
+    with RestServer(ns) as server:
+        client = connect("rest", {"uri": server.url})
+        for target in (f"s3://{bucket}/lake/{victim}", f"s3://{bucket}/lake"):
+            with pytest.raises(LanceNamespaceError) as refused:
+                client.create_namespace(
+                    CreateNamespaceRequest(id=[mallory], properties={"location": target})
+                )
+            assert refused.value.code == 13
+        client.create_namespace(CreateNamespaceRequest(id=[mallory]))
+        client.create_namespace(CreateNamespaceRequest(id=[victim]))
+        declared = client.declare_table(DeclareTableRequest(id=[victim, "payroll"]))
+        assert declared.location == f"s3://{bucket}/lake/{victim}/payroll.lance"
+        with pytest.raises(LanceNamespaceError) as alias:
+            client.declare_table(
+                DeclareTableRequest(id=[mallory, "alias"], location=declared.location)
+            )
+        assert alias.value.code == 13

@@ -22,17 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 from lance_namespace.errors import InvalidInputError
 
+from .rules.impl_aliases import ALIASES as ALIASES
+
 if TYPE_CHECKING:
     from lance_namespace import LanceNamespace
 
 ENTRY_POINT_GROUP = "lance_namespace.impls"
-
-# The implementations this package provides, by alias (pyproject.toml publishes the same).
-ALIASES: dict[str, str] = {
-    "glue": "lance_metastore.GlueNamespace",
-    "hive3": "lance_metastore.Hive3Namespace",
-    "hive2": "lance_metastore.Hive2Namespace",
-}
 
 
 class UnknownImplError(InvalidInputError):

@@ -31,9 +31,16 @@ def private_file(path: Path, content: Any) -> Path:
     return path
 
 
+SCHEMES = ("bearer", "api-key", "jwt")
+
+
 def policy_file(path: Path, grants: list[tuple[str, list[str], str]]) -> Path:
+    """A policy of ``grants``; a principal written without a scheme is mapped, under the
+    policy's ``principals``, to that name proved by any of the server's schemes."""
     entries = [{"principal": p, "namespace": ns, "privilege": priv} for p, ns, priv in grants]
-    return private_file(path, {"grants": entries})
+    plain = {p for p, _, _ in grants if p != "*" and ":" not in p}
+    principals = {p: [f"{scheme}:{p}" for scheme in SCHEMES] for p in sorted(plain)}
+    return private_file(path, {"principals": principals, "grants": entries})
 
 
 class SigningKey:

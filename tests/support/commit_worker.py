@@ -37,15 +37,15 @@ def main() -> None:
         def die(*_args: object) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
-        ns._catalog_compare_and_set = die  # type: ignore[method-assign]
+        ns._catalog_write_table = die  # type: ignore[method-assign]
     if "--die-after-catalog-update" in sys.argv:
-        record = ns._catalog_compare_and_set
+        record = ns._catalog_write_table
 
         def record_then_die(*args: object) -> None:
             record(*args)
             os.kill(os.getpid(), signal.SIGKILL)
 
-        ns._catalog_compare_and_set = record_then_die  # type: ignore[method-assign]
+        ns._catalog_write_table = record_then_die  # type: ignore[method-assign]
     landed, codes = 0, []
     for _ in range(int(appends)):
         try:

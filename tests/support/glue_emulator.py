@@ -507,6 +507,19 @@ class _Fault:
     after_apply: bool = False  # the action takes effect, then the error is answered
 
 
+@dataclass
+class _StorageFault:
+    """A relayed (S3) request refused before it reaches moto: ``method`` and a regular
+    expression the request's path must match; ``remaining`` None: until cleared."""
+
+    method: str
+    path: re.Pattern[str]
+    http_status: int
+    error_code: str
+    remaining: int | None
+    met: int = 0
+
+
 class HeldRequest:
     """One request held in flight, to order a race deterministically: the first call of
     ``action`` that ``when`` accepts stops before it is applied; ``reached`` is set then, and
@@ -601,6 +614,7 @@ class _EmulatorState:
         self.errors: list[_Fault] = []
         self.delays: list[_Fault] = []
         self.holds: list[HeldRequest] = []
+        self.storage_faults: list[_StorageFault] = []
         self.log: list[RecordedRequest] | None = None
         self.secrets: dict[str, str] | None = None  # access key -> secret, when checked
         self.catalog_calls_refused = 0
@@ -610,6 +624,7 @@ class _EmulatorState:
             self.glue = _Glue(self.region)
             self.errors.clear()
             self.delays.clear()
+            self.storage_faults.clear()
             self.catalog_calls_refused = 0
 
     def answer(self, request: RecordedRequest) -> tuple[int, dict[str, Any]]:
@@ -739,6 +754,8 @@ def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHa
                 reply = [("Content-Type", _CONTENT_TYPE)]
                 if status != 200:
                     reply.append(("x-amzn-ErrorType", answer["__type"]))
+            elif (refused := self._storage_fault(request)) is not None:
+                status, reply, body = refused
             else:
                 status, reply, body = self._relay(request)
             with contextlib.suppress(OSError):  # the client gave up (a read timeout)
@@ -753,6 +770,33 @@ def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHa
                 self.end_headers()
                 if self.command != "HEAD":
                     self.wfile.write(body)
+
+        def _storage_fault(
+            self, request: RecordedRequest
+        ) -> tuple[int, list[tuple[str, str]], bytes] | None:
+            """S3's error answer when a storage fault matches the request, else None."""
+            with state.lock:
+                fault = next(
+                    (
+                        f
+                        for f in state.storage_faults
+                        if f.method == request.method and f.path.search(request.path)
+                    ),
+                    None,
+                )
+                if fault is None:
+                    return None
+                fault.met += 1
+                if fault.remaining is not None:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        state.storage_faults.remove(fault)
+            body = (
+                '<?xml version="1.0" encoding="UTF-8"?><Error>'
+                f"<Code>{fault.error_code}</Code><Message>Injected by GlueEmulator.</Message>"
+                "</Error>"
+            ).encode()
+            return fault.http_status, [("Content-Type", "application/xml")], body
 
         def _relay(self, request: RecordedRequest) -> tuple[int, list[tuple[str, str]], bytes]:
             connection = http.client.HTTPConnection(moto.hostname, moto.port, timeout=120)
@@ -1019,10 +1063,33 @@ class GlueEmulator(StockMotoServer):
         with self._state.lock:
             self._state.delays.append(_Fault(action, times, delay_seconds=seconds))
 
+    @contextlib.contextmanager
+    def storage_fault(
+        self,
+        method: str,
+        path: str,
+        http_status: int = 503,
+        error_code: str = "SlowDown",
+        times: int | None = None,
+    ) -> Iterator[_StorageFault]:
+        """Refuse relayed (S3) requests of ``method`` whose path matches the regular expression
+        ``path`` with S3's error answer, ``times`` times or for the whole block; the fault's
+        ``met`` counts the requests refused. moto itself is unchanged."""
+        fault = _StorageFault(method, re.compile(path), http_status, error_code, times)
+        with self._state.lock:
+            self._state.storage_faults.append(fault)
+        try:
+            yield fault
+        finally:
+            with self._state.lock:
+                if fault in self._state.storage_faults:
+                    self._state.storage_faults.remove(fault)
+
     def clear_faults(self) -> None:
         with self._state.lock:
             self._state.errors.clear()
             self._state.delays.clear()
+            self._state.storage_faults.clear()
 
     def pending_faults(self) -> int:
         """How many injected errors and delays no call has met yet (tests wait on 0)."""

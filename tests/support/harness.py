@@ -32,9 +32,11 @@ HIVE_NAME = re.compile("[A-Za-z0-9_]{1,128}")
 def refused_by_library(name: str) -> bool:
     """Names refused on every backend, whatever the catalog would store (the issue's list):
     empty, ``.`` and ``..``, a path separator, a control or other non-printing character
-    (Unicode category C), white space at either end."""
+    (Unicode category C), white space at either end, a capital letter outside ASCII (catalogs
+    fold those differently: KELVIN SIGN lower-cases to "k")."""
     return (
         name in ("", ".", "..")
+        or any(not ch.isascii() and ch.lower() != ch for ch in name)
         or "/" in name
         or "\\" in name
         or any(unicodedata.category(ch).startswith("C") for ch in name)
@@ -118,9 +120,12 @@ class Harness(ABC):
         documented rules and the library's spec, independent of the library's code."""
 
     def files(self) -> dict[str, int]:
-        """Every file and directory under ``root`` (directories with size -1)."""
+        """Every file and directory under ``root`` (directories with size -1), but the
+        server's own claim store (``.lance-metastore``: bookkeeping, not data)."""
         found: dict[str, int] = {}
         for folder, dirs, names in os.walk(self.root):
+            if folder == str(self.root):
+                dirs[:] = [d for d in dirs if d != ".lance-metastore"]
             for name in dirs:
                 found[os.path.relpath(os.path.join(folder, name), self.root)] = -1
             for name in names:
@@ -134,6 +139,22 @@ class Harness(ABC):
 
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
         raise NotImplementedError
+
+    def write_as_another_tool(self, db: list[str], name: str, column: str) -> None:
+        """Give a table the fields a data steward, Athena or Lake Formation write (a
+        description, an owner, SerDe and storage parameters, a comment on ``column``, a
+        parameter of theirs), with the catalog's own client, read-modify-write."""
+        raise NotImplementedError
+
+    def others_fields(self, db: list[str], name: str) -> dict[str, Any]:
+        """The fields :meth:`write_as_another_tool` wrote (and the creation time), as the
+        catalog's own client reads them: no write of ours may change them."""
+        raise NotImplementedError
+
+
+# What another tool writes on a table entry (see Harness.write_as_another_tool).
+OTHERS_PARAMETER = ("lakeformation.aso.status", "true")
+OTHERS_COMMENT = "customer id, written by a data steward"
 
 
 @dataclass
@@ -306,6 +327,44 @@ class GlueHarness(Harness):
 
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
         return dict(self._table(db, name).get("Parameters") or {})
+
+    def write_as_another_tool(self, db: list[str], name: str, column: str) -> None:
+        table = self._table(db, name)
+        descriptor = dict(table["StorageDescriptor"])
+        descriptor["SerdeInfo"] = {
+            "SerializationLibrary": "org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+            "Parameters": {"serialization.format": "1"},
+        }
+        descriptor["Parameters"] = {"storage.owner.team": "analytics"}
+        descriptor["Columns"] = [
+            {**c, "Comment": OTHERS_COMMENT} if c["Name"] == column else c
+            for c in descriptor.get("Columns") or []
+        ]
+        table_input = {
+            "Name": table["Name"],
+            "Description": "orders as the steward describes them",
+            "Owner": "data-steward",
+            "Retention": 30,
+            "TableType": table.get("TableType"),
+            "Parameters": {**table.get("Parameters", {}), OTHERS_PARAMETER[0]: OTHERS_PARAMETER[1]},
+            "StorageDescriptor": descriptor,
+            "PartitionKeys": table.get("PartitionKeys") or [],
+        }
+        self._client().update_table(DatabaseName=db[-1], TableInput=table_input, **self._ids())
+
+    def others_fields(self, db: list[str], name: str) -> dict[str, Any]:
+        table = self._table(db, name)
+        descriptor = table.get("StorageDescriptor") or {}
+        return {
+            "Description": table.get("Description"),
+            "Owner": table.get("Owner"),
+            "Retention": table.get("Retention"),
+            "CreateTime": table.get("CreateTime"),
+            "SerdeInfo": descriptor.get("SerdeInfo"),
+            "StorageParameters": descriptor.get("Parameters"),
+            "comments": {c["Name"]: c.get("Comment") for c in descriptor.get("Columns") or []},
+            "parameter": (table.get("Parameters") or {}).get(OTHERS_PARAMETER[0]),
+        }
 
 
 class _SharedMetastoreClient:
@@ -532,6 +591,42 @@ class HiveHarness(Harness):
     def raw_parameters(self, db: list[str], name: str) -> dict[str, Any]:
         with self._client() as client:
             return dict(self._table(client, db, name).parameters or {})
+
+    def write_as_another_tool(self, db: list[str], name: str, column: str) -> None:
+        from pymetastore.hive_metastore import ttypes
+
+        with self._client() as client:
+            table = self._table(client, db, name)
+            table.owner = "data-steward"
+            table.sd.serdeInfo = ttypes.SerDeInfo(
+                name="steward",
+                serializationLib="org.apache.hadoop.hive.serde2.lazy.LazySimpleSerDe",
+                parameters={"serialization.format": "1"},
+            )
+            table.sd.parameters = {"storage.owner.team": "analytics"}
+            for field in table.sd.cols:
+                if field.name == column:
+                    field.comment = OTHERS_COMMENT
+            table.parameters = {
+                **(table.parameters or {}),
+                OTHERS_PARAMETER[0]: OTHERS_PARAMETER[1],
+                "comment": "orders as the steward describes them",
+            }
+            client.alter_table(self._ref(db), name, table)
+
+    def others_fields(self, db: list[str], name: str) -> dict[str, Any]:
+        with self._client() as client:
+            table = self._table(client, db, name)
+        parameters = table.parameters or {}
+        return {
+            "owner": table.owner,
+            "createTime": table.createTime,
+            "serde": (table.sd.serdeInfo.serializationLib, table.sd.serdeInfo.parameters),
+            "storage parameters": table.sd.parameters,
+            "comments": {c.name: c.comment for c in table.sd.cols or []},
+            "parameter": parameters.get(OTHERS_PARAMETER[0]),
+            "comment": parameters.get("comment"),
+        }
 
 
 def foreign_hive_table(

@@ -3,7 +3,9 @@
 - :func:`decompression_bomb`: a small zstd-compressed Arrow IPC stream that decodes to about
   ``decoded_mib`` MiB of zeros, built without ever holding more than one 8 MiB batch;
 - :func:`half_open`: sockets that start a request and never finish its headers;
-- :func:`peak_rss_mib`: a process's peak resident memory (Linux ``VmHWM``).
+- :func:`peak_rss_mib`: a process's peak resident memory (Linux ``VmHWM``);
+- :data:`SERVER_STACKS`: the HTTP parser and event loop a server runs on, both of them: the
+  connection limits are written once over either (``rest/connections.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 BATCH_ROWS = 1 << 20  # one int64 column: 8 MiB per batch
+
+# ``RestServer(..., **SERVER_STACKS[name])``: pure Python (what a server without the C
+# extensions runs), and the C parser and loop (what ``auto`` picks when they are installed).
+SERVER_STACKS = {
+    "h11-asyncio": {"http": "h11", "loop": "asyncio"},
+    "httptools-uvloop": {"http": "httptools", "loop": "uvloop"},
+}
 
 
 def decompression_bomb(decoded_mib: int = 1024) -> bytes:

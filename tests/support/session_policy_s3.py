@@ -23,7 +23,6 @@ Deny wins.
 
 from __future__ import annotations
 
-import fnmatch
 import http.client
 import json
 import re
@@ -43,8 +42,18 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _matches(patterns: Iterable[str], value: str) -> bool:
-    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+def aws_like(pattern: str, value: str, *, ignore_case: bool = False) -> bool:
+    """IAM's wildcard match, as AWS documents it for ``Action``, ``Resource`` and
+    ``StringLike``: ``*`` matches any run of characters (``/`` included), ``?`` exactly one;
+    every other character, ``[`` and ``]`` among them, matches only itself. Resources and
+    conditions compare case-sensitively, actions not (``ignore_case``)."""
+    regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    flags = re.DOTALL | (re.IGNORECASE if ignore_case else 0)
+    return re.fullmatch(regex, value, flags) is not None
+
+
+def _matches(patterns: Iterable[str], value: str, *, ignore_case: bool = False) -> bool:
+    return any(aws_like(pattern, value, ignore_case=ignore_case) for pattern in patterns)
 
 
 def _conditions_hold(condition: dict[str, Any], context: dict[str, str]) -> bool:
@@ -70,7 +79,7 @@ def is_allowed(
     context = context or {}
     allowed = False
     for statement in _as_list(policy.get("Statement", [])):
-        if not _matches(_as_list(statement.get("Action", [])), action):
+        if not _matches(_as_list(statement.get("Action", [])), action, ignore_case=True):
             continue
         if not _matches(_as_list(statement.get("Resource", [])), resource):
             continue

@@ -17,31 +17,23 @@ def local_session(
     cores: int = 2,
     conf: Mapping[str, str] | None = None,
 ) -> Any:
+    """The library's ``local_session`` with the tests' settings."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
+    from lance_metastore.spark import local_session as library_session
 
-    builder = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.shuffle.partitions", str(cores))
-        .config("spark.default.parallelism", str(cores))
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "2g")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(cores),
+        "spark.default.parallelism": str(cores),
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.driver.memory": "2g",
         # Workers fork from a daemon that has the heavy imports done (docs/spark.md).
-        .config("spark.python.daemon.module", "lance_metastore.spark.daemon")
-    )
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        "spark.python.daemon.module": "lance_metastore.spark.daemon",
+    }
+    spark = library_session(cores, app_name=app_name, conf={**settings, **(conf or {})})
     spark.sparkContext.setLogLevel("ERROR")
-    from lance_metastore.spark import register
-
-    register(spark)
     return spark
 
 

@@ -1,5 +1,5 @@
-"""``python -m lance_metastore.cli``."""
+"""``python -m lance_metastore.cli``: the same as the ``lance-metastore`` command."""
 
-from . import main
+from ..launch import main
 
 main()

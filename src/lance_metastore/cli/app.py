@@ -26,6 +26,7 @@ from typer.core import TyperGroup
 from .. import __version__
 from ..impls import UnknownImplError, impl_choices, namespace_class
 from ..rules.identifiers import join_identifier, parse_identifier
+from ..rules.impl_aliases import ALIASES
 from ..rules.redaction import scrub, secret_values
 from .config import ConfigError, Resolved, parse_assignments, resolve
 from .output import Output, RichOutput
@@ -134,6 +135,44 @@ class State:
                 return ""
         return ""
 
+    def id_shape_hint(self) -> str:
+        """For a not-found error on Hive, how to write the id when it has the other Hive
+        backend's shape: ``sales/orders`` on ``hive3`` (ids start with the catalog) or
+        ``hive/sales/orders`` on ``hive2`` (no catalog level), when the id written the other
+        way names an object that exists (``''`` otherwise, or when asking fails)."""
+        if not self.ids or self._namespace is None:
+            return ""
+        parts = self.ids[0]
+        backend = type(self._namespace).__name__
+        try:
+            if backend == "Hive3Namespace" and parts:
+                catalogs = self._namespace.list_namespaces({"id": []}).namespaces
+                for catalog in sorted(catalogs):
+                    if catalog != parts[0] and self._names_something([catalog, *parts]):
+                        written = "/".join([catalog, *parts])
+                        return (
+                            f"; hive3 ids start with the catalog (a Hive 3 metastore's "
+                            f"default is 'hive'): write {written}"
+                        )
+            if backend == "Hive2Namespace" and len(parts) >= 2 and self._names_something(parts[1:]):
+                written = "/".join(parts[1:])
+                return f"; hive2 ids have no catalog level (database/table): write {written}"
+        except Exception:
+            return ""
+        return ""
+
+    def _names_something(self, parts: list[str]) -> bool:
+        """Whether ``parts`` is an existing table or namespace."""
+        from lance_namespace.errors import LanceNamespaceError
+
+        for exists in (self._namespace.table_exists, self._namespace.namespace_exists):
+            try:
+                exists({"id": parts})
+                return True
+            except LanceNamespaceError:
+                continue
+        return False
+
     def close(self) -> None:
         if self._namespace is not None:
             with contextlib.suppress(Exception):
@@ -164,13 +203,19 @@ def spec_exit(
 ) -> typer.Exit:
     """Report a namespace error (or a summary of one) and give the exit to raise;
     ``document=False`` when the command's own JSON document already reports it."""
-    from lance_namespace.errors import NamespaceNotFoundError, TableNotFoundError
+    from lance_namespace.errors import (
+        InvalidInputError,
+        NamespaceNotFoundError,
+        TableNotFoundError,
+    )
 
     code = int(error.code)
     exit_code = EXIT_SPEC_BASE + code
     text = message if message is not None else str(error)
     if isinstance(error, (NamespaceNotFoundError, TableNotFoundError)):
-        text += state.missing_parent_hint(text)
+        text += state.id_shape_hint() or state.missing_parent_hint(text)
+    elif isinstance(error, InvalidInputError):
+        text += state.id_shape_hint()
     text = scrub(text, state.secrets())
     state.output.error(text, exit_code, code, code_name(code), document=document)
     return typer.Exit(exit_code)
@@ -284,7 +329,10 @@ def main_callback(
         typer.Option(
             "--impl",
             metavar="IMPL",
-            help=f"{impl_choices()} [env LANCE_METASTORE_IMPL]",
+            # Not impl_choices(): it asks lance_namespace for its own impls, whose import
+            # would double --help's time; errors name them all.
+            help=f"{', '.join(ALIASES)}, a lance_namespace impl (dir, rest, ...) or a class "
+            "path pkg.mod.Class [env LANCE_METASTORE_IMPL]",
         ),
     ] = None,
     profile: Annotated[

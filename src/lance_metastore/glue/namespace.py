@@ -21,7 +21,6 @@ always did, and multi-level ids answer 13 saying why.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import threading
@@ -47,7 +46,6 @@ from lance_namespace.errors import (
 )
 
 from ..operations.catalog import CatalogNamespace
-from ..rules import versions
 from ..rules.config import (
     LOCATION_PROPERTIES,
     MANAGED_BY,
@@ -445,17 +443,21 @@ class GlueNamespace(CatalogNamespace):
     # Identifiers
     # ----------------------------------------------------------------------------------------
 
-    def _normalize_namespace(self, parts: Path) -> Path:
+    def _canonical_namespace(self, parts: Path) -> Path:
         normalized = [CATALOG_RULES.normalize(p, "catalog", parts) for p in parts[:-1]]
         if parts:
             # The last part may be a database or a catalog: apply the looser database rules
             # here; catalog creation checks the catalog rules itself.
             normalized.append(DATABASE_RULES.normalize(parts[-1], "namespace", parts))
-        if len(parts) > 1 and not self._has_catalog_api():
-            raise self._root_catalog_only(parts, "namespace")
         return tuple(normalized)
 
-    def _normalize_table(self, parts: Path) -> tuple[Path, str]:
+    def _normalize_namespace(self, parts: Path) -> Path:
+        normalized = self._canonical_namespace(parts)
+        if len(parts) > 1 and not self._has_catalog_api():
+            raise self._root_catalog_only(parts, "namespace")
+        return normalized
+
+    def _canonical_table(self, parts: Path) -> tuple[Path, str]:
         if len(parts) < 2:
             raise InvalidInputError(
                 f"Table identifier {describe(parts)} must name a database and a table "
@@ -464,9 +466,13 @@ class GlueNamespace(CatalogNamespace):
         chain = tuple(CATALOG_RULES.normalize(p, "catalog", parts) for p in parts[:-2])
         database = DATABASE_RULES.normalize(parts[-2], "database", parts)
         table = TABLE_RULES.normalize(parts[-1], "table", parts)
-        if chain and not self._has_catalog_api():
-            raise self._root_catalog_only(parts, "table")
         return (*chain, database), table
+
+    def _normalize_table(self, parts: Path) -> tuple[Path, str]:
+        path, table = self._canonical_table(parts)
+        if len(path) > 1 and not self._has_catalog_api():
+            raise self._root_catalog_only(parts, "table")
+        return path, table
 
     # ----------------------------------------------------------------------------------------
     # Error translation
@@ -863,10 +869,9 @@ class GlueNamespace(CatalogNamespace):
             if is_lance_table(item.get("TableType"), item.get("Parameters"))
         ]
 
-    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
-        """One GetTables listing (a call per 100 tables): it returns whole tables."""
-        from ..rules.tables import is_lance_table
-
+    def _catalog_entry_locations(self, path: Path) -> dict[str, str | None]:
+        """One GetTables listing (a call per 100 tables): it returns whole tables, of every
+        format (a Lance table must not take a Parquet table's directory either)."""
         items = self._pages(
             "get_tables",
             "TableList",
@@ -877,7 +882,6 @@ class GlueNamespace(CatalogNamespace):
         return {
             item["Name"]: (item.get("StorageDescriptor") or {}).get("Location")
             for item in items or ()
-            if is_lance_table(item.get("TableType"), item.get("Parameters"))
         }
 
     def _catalog_table_namespaces(self) -> Iterator[Path]:
@@ -887,10 +891,6 @@ class GlueNamespace(CatalogNamespace):
             chain = pending.pop()
             yield from ((*chain, name) for name in self._database_names(chain) or ())
             pending.extend((*chain, name) for name in self._child_catalog_names(chain) or ())
-
-    def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
-        database = self._get_database(path)
-        return [database.get("LocationUri") if database else None]
 
     def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
         response = self._call("get_table", DatabaseName=path[-1], Name=name, **self._ids(path[:-1]))
@@ -909,6 +909,7 @@ class GlueNamespace(CatalogNamespace):
                 for c in descriptor.get("Columns") or []
             ],
             version_token=table.get("VersionId"),
+            raw=table,
         )
 
     def _table_input(
@@ -928,7 +929,19 @@ class GlueNamespace(CatalogNamespace):
     def _catalog_create_table(
         self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
     ) -> None:
-        table_input = self._table_input(entry, columns)
+        self._create_table_input(path, self._table_input(entry, columns), entry)
+
+    def _create_table_input(
+        self, path: Path, table_input: TableInputTypeDef, entry: TableEntry | None
+    ) -> None:
+        """CreateTable; a retried create refused as existing is read back and, when the entry
+        there is the one sent, taken as done (its first attempt's reply was lost)."""
+        name = table_input["Name"]
+        sent = entry or TableEntry(
+            name=name,
+            location=(table_input.get("StorageDescriptor") or {}).get("Location"),
+            parameters=dict(table_input.get("Parameters") or {}),
+        )
         try:
             self.glue.create_table(
                 DatabaseName=path[-1], TableInput=table_input, **self._ids(path[:-1])
@@ -937,39 +950,69 @@ class GlueNamespace(CatalogNamespace):
             code = _error_code(error)
             if code == "AlreadyExistsException":
                 if _retried(error):
-                    current = self._catalog_get_table(path, entry.name)
-                    if current is not None and current.holds_registration(entry):
+                    current = self._catalog_get_table(path, name)
+                    if current is not None and current.holds_registration(sent):
                         logger.info(
                             "creation of %s took effect before its reply was lost",
-                            describe((*path, entry.name)),
+                            describe((*path, name)),
                         )
                         return
-                raise lance_error(TableAlreadyExistsError, describe((*path, entry.name))) from None
+                raise lance_error(TableAlreadyExistsError, describe((*path, name))) from None
             if code == "EntityNotFoundException":
                 raise lance_error(
-                    NamespaceNotFoundError, f"{describe(path)} (of table {entry.name!r})"
+                    NamespaceNotFoundError, f"{describe(path)} (of table {name!r})"
                 ) from None
             raise
 
-    def _catalog_replace_table(
-        self,
-        path: Path,
-        expected: TableEntry,
-        replacement: TableEntry,
-        columns: list[CatalogColumn] | None,
-    ) -> None:
-        """One UpdateTable conditional on the ``VersionId`` read with ``expected``: Glue
-        refuses it (ConcurrentModificationException) once any other update landed. An
-        endpoint that ignores ``VersionId`` (moto as shipped) applies it unconditionally."""
+    def _input_of(self, table: Mapping[str, Any] | None, name: str) -> dict[str, Any]:
+        """The ``TableInput`` that writes back the Table GetTable returned, whole: every field
+        a TableInput can carry (Description, Owner, Retention, the StorageDescriptor with its
+        SerDe, storage parameters and column comments, PartitionKeys, TableType, Parameters
+        other tools wrote, ...), read from botocore's model, so none is dropped by a list of
+        ours; GetTable's read-only fields (VersionId, CreateTime, DatabaseName, ...) are not."""
+        shape: Any = self.glue.meta.service_model.shape_for("TableInput")
+        members = shape.members
+        kept = {key: value for key, value in (table or {}).items() if key in members}
+        kept["Name"] = name
+        return kept
+
+    def _updated_input(self, expected: TableEntry, updated: TableEntry) -> TableInputTypeDef:
+        """``expected``'s Table as a TableInput with only our fields changed: the parameters,
+        the location and (when given) the columns, each column keeping its other fields."""
+        table_input = self._input_of(expected.raw, expected.name)
+        descriptor = dict(table_input.get("StorageDescriptor") or {})
+        descriptor["Location"] = updated.location
+        if updated.columns is not None:
+            held = {c.get("Name", "").lower(): c for c in descriptor.get("Columns") or []}
+            columns = []
+            for column in updated.columns:
+                merged = {**held.get(column.name.lower(), {}), **_column_input(column)}
+                if not column.comment:
+                    merged.pop("Comment", None)
+                columns.append(merged)
+            descriptor["Columns"] = columns
+        table_input["StorageDescriptor"] = descriptor
+        table_input["Parameters"] = dict(updated.parameters)
+        table_input.setdefault("TableType", EXTERNAL_TABLE)
+        return cast("TableInputTypeDef", table_input)
+
+    def _catalog_write_table(self, path: Path, expected: TableEntry, updated: TableEntry) -> None:
+        """One UpdateTable of the Table read as ``expected``, our fields changed, conditional
+        on the ``VersionId`` read with it: Glue refuses it (ConcurrentModificationException)
+        once any other update landed. An endpoint that ignores ``VersionId`` (moto as
+        shipped) applies it unconditionally."""
         kwargs: dict[str, Any] = {}
         if expected.version_token is not None:
             kwargs["VersionId"] = expected.version_token
+        elif self._managed_versioning(expected):
+            raise InternalError(
+                f"Glue returned no VersionId for table {describe((*path, expected.name))}: "
+                "conditional updates are impossible"
+            )
         try:
             self.glue.update_table(
                 DatabaseName=path[-1],
-                TableInput=self._table_input(
-                    replacement, columns if columns is not None else expected.columns
-                ),
+                TableInput=self._updated_input(expected, updated),
                 **self._ids(path[:-1]),
                 **kwargs,
             )
@@ -983,41 +1026,36 @@ class GlueNamespace(CatalogNamespace):
                 ) from None
             raise
 
-    def _catalog_compare_and_set(
-        self, path: Path, expected: TableEntry, parameters: dict[str, str]
-    ) -> None:
-        """UpdateTable conditional on the VersionId read with ``expected``."""
-        if expected.version_token is None:
-            raise InternalError(
-                f"Glue returned no VersionId for table {describe((*path, expected.name))}: "
-                "conditional updates are impossible"
-            )
-        updated = dataclasses.replace(expected, parameters=parameters)
-        try:
-            self._catalog_replace_table(path, expected, updated, None)
-        except ConcurrentModificationError:
-            # Refused, or a retry of an update that took effect while its reply was lost.
-            current = self._catalog_get_table(path, expected.name)
-            if current is None or not versions.already_applied(current.parameters, parameters):
-                raise
-            logger.info(
-                "update of %s took effect before its reply was lost",
-                describe((*path, expected.name)),
-            )
-
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
     ) -> None:
-        """Glue has no rename: create the new entry, then delete the old one.
+        """Glue has no rename: create the new entry (the old Table whole, under the new
+        name), then delete the old one.
+
+        A catalog-managed table is refused: its commits land on the old entry, and nothing
+        Glue offers makes "check unchanged, then delete" one step, so a commit between the
+        two would vanish from the renamed entry. Its data needs no move: deregister it and
+        register its location under the new name (that adopts storage's latest version).
+        A storage-managed table's commits never touch its entry, so none can be lost.
 
         Between the two calls the table has two entries for a moment; every way out leaves
-        one. If the old entry changed meanwhile (a managed commit landed on it), or deleting
-        it fails, the new entry is deleted again and the error raised: the old entry alone
-        stays. A delete whose reply was lost but which took effect is the rename done.
+        one. If the old entry changed meanwhile, or deleting it fails, the new entry is
+        deleted again and the error raised: the old entry alone stays. A delete whose reply
+        was lost but which took effect is the rename done.
         """
-        renamed = dataclasses.replace(entry, name=new_name, version_token=None)
-        self._catalog_create_table(new_path, renamed, list(entry.columns or []))
         old = describe((*path, entry.name))
+        if self._managed_versioning(entry):
+            raise UnsupportedOperationError(
+                f"rename_table not implemented for catalog-managed table {old} on Glue: Glue "
+                "has no rename, and a commit landing between the copy and the delete of the "
+                "old entry would be lost; deregister it and register its location under the "
+                "new name instead"
+            )
+        table_input = self._input_of(entry.raw, new_name)
+        if not table_input.get("StorageDescriptor"):
+            table_input = dict(self._table_input(entry, list(entry.columns or [])))
+            table_input["Name"] = new_name
+        self._create_table_input(new_path, cast("TableInputTypeDef", table_input), None)
         try:
             current = self._catalog_get_table(path, entry.name)
             if current is None or current.version_token != entry.version_token:

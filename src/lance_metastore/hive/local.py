@@ -60,6 +60,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -625,16 +626,55 @@ def _is_our_jvm(pid: int, data_dir: Path) -> bool:
     return marker in args
 
 
+# The JVM's class-data-sharing notices ("[warning][cds] Skipping ...: Signed JAR"): hundreds
+# per start with an archive, and never why a start failed.
+_CDS_LINE = re.compile(r"^\[[^\]]*\]\[\w+\]\[cds")
+
+
 def _tail(path: Path, lines: int = 40, width: int = 400) -> str:
     try:
         with path.open("rb") as handle:
             handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - 64 * 1024))
+            handle.seek(max(0, handle.tell() - 256 * 1024))
             text = handle.read().decode("utf-8", errors="replace")
     except OSError:
         return "(no log)"
-    tail = text.splitlines()[-lines:]
+    tail = [line for line in text.splitlines() if not _CDS_LINE.match(line)][-lines:]
     return "\n".join(line if len(line) <= width else line[:width] + " ..." for line in tail)
+
+
+# Derby's errors that only wrap the real one ("Failed to start database ..., see the next
+# exception for details", "Failed to create database", "Java exception").
+_DERBY_WRAPPERS = frozenset({"XJ040", "XJ041", "XJ001"})
+_DERBY_ERROR = re.compile(r"^(?:Caused by: )?(?:ERROR )?(?P<code>X[A-Z0-9]{4}): (?P<text>.+)$")
+# Its error for a database that another Derby release made (pyspark 4 ships 10.16, 3.5 10.14).
+_DERBY_OTHER_RELEASE = "XSLAN"
+
+
+def derby_cause(log: Path, offset: int = 0) -> str | None:
+    """Why Derby could not open the metastore's database, from ``derby.log`` past ``offset``
+    (where this start began): the innermost Derby error, in one line; None if Derby said none."""
+    try:
+        with log.open("rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    causes = [
+        match
+        for match in map(_DERBY_ERROR.match, (line.strip() for line in text.splitlines()))
+        if match and match.group("code") not in _DERBY_WRAPPERS
+    ]
+    if not causes:
+        return None
+    cause = causes[-1]
+    line = f"{cause.group('code')}: {' '.join(cause.group('text').split())}"
+    if cause.group("code") == _DERBY_OTHER_RELEASE:
+        line += (
+            " (another pyspark's Derby made this database: start this release on another "
+            "--data-dir, or use the pyspark that made it)"
+        )
+    return line
 
 
 class LocalMetastore:
@@ -693,6 +733,7 @@ class LocalMetastore:
         self._jvm_options = list(jvm_options)
         self._probe = probe or _answers
         self._pid: int | None = None
+        self._derby_log_offset = 0
         self._proc: subprocess.Popen[bytes] | None = None
         # The class-data archive the JVM maps or records (see class_archive).
         self._class_archive: Path | None = None
@@ -838,6 +879,9 @@ class LocalMetastore:
                 )
             self._write_conf()
             command = self._command(java, jars)
+            # Where this start's Derby errors begin (derby.log keeps earlier starts' too).
+            derby_log = self._data_dir / "derby.log"
+            self._derby_log_offset = derby_log.stat().st_size if derby_log.exists() else 0
             with self.log_path.open("ab") as log:
                 log.write(
                     f"\n=== starting metastore: port {self._port}, {time.ctime()} ===\n".encode()
@@ -1097,6 +1141,12 @@ class LocalMetastore:
         while True:
             if self._live_pid() is None:
                 code = self._proc.returncode if self._proc is not None else None
+                cause = derby_cause(self._data_dir / "derby.log", self._derby_log_offset)
+                if cause is not None:
+                    raise MetastoreStartError(
+                        f"the metastore could not open its Derby database in {self._data_dir} "
+                        f"(process exited, code {code}): {cause}"
+                    )
                 raise MetastoreStartError(
                     f"the metastore process exited (code {code}) before answering on "
                     f"{self.uri}; last lines of {self.log_path}:\n{_tail(self.log_path)}"

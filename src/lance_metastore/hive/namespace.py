@@ -18,12 +18,16 @@ A catalog-managed commit is a compare-and-set of the table's ``version`` paramet
 - Older metastores have no ``alter_table_req`` (Thrift answers "Invalid method"), which is how
   the namespace finds out, once, on its first commit: a metastore that lacks the call can
   never apply the alter unconditionally. There the commit takes the table's exclusive lock
-  (lock, get, alter, unlock; ``check_lock`` only while another writer holds it).
+  before it reads the table (lock, get, alter, unlock; ``check_lock`` only while another
+  writer holds it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import getpass
+import hashlib
 import logging
 import re
 import socket
@@ -31,6 +35,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lance_namespace.errors import (
@@ -48,7 +53,6 @@ from lance_namespace.errors import (
 )
 
 from ..operations.catalog import CatalogNamespace
-from ..rules import versions
 from ..rules.config import (
     LOCATION_PROPERTIES,
     MANAGED_BY,
@@ -62,9 +66,14 @@ from ..rules.credentials import VENDOR_PROPERTIES
 from ..rules.errors import lance_error
 from ..rules.extras import requires_extra
 from ..rules.identifiers import NameRules, Path, describe
+from ..rules.locations import Location, unqualified
 from ..rules.retries import Backoff
 from ..rules.schema import CatalogColumn
-from ..rules.tables import EXTERNAL_TABLE, TableEntry, join_location, plain_location
+from ..rules.tables import (
+    EXTERNAL_TABLE,
+    TableEntry,
+    join_location,
+)
 from .pool import ConnectionPool, parse_uris
 from .transport import (
     SECURITY_PROPERTIES,
@@ -110,7 +119,6 @@ CATALOG_LOCATION = "catalog.location-uri"
 CONDITION_KEY = "expected_parameter_key"
 CONDITION_VALUE = "expected_parameter_value"
 CONDITION_REFUSED = "The table has been modified"
-MAX_TABLE_ORIGINS = 4096
 # StatsSetupConst.DO_NOT_UPDATE_STATS: the metastore leaves table statistics alone.
 NO_STATS = "DO_NOT_UPDATE_STATS"
 # The metastore checks one parameter, but a managed table's state is its version and its list
@@ -158,6 +166,8 @@ class _HiveNamespace(CatalogNamespace):
     LEVELS: tuple[str, ...] = ("database", "table")  # what each part of an id names
 
     def _configure(self, settings: Settings) -> None:
+        # The warehouse of each catalog (its default database's directory), read once.
+        self._warehouses: dict[Path, Location | None] = {}
         if not settings["uri"]:
             raise InvalidInputError(f"{type(self).__name__}: property 'uri' is required")
         try:
@@ -176,9 +186,8 @@ class _HiveNamespace(CatalogNamespace):
         self._catalog_api: bool | None = None
         # Whether alter_table_req honours an expected parameter (HMS 4); None: not tried yet.
         self._conditional_alter: bool | None = None
-        # Owner and creation time of tables as last read: the one-call commit writes the whole
-        # table without reading it again, and must not change either (bounded, see below).
-        self._table_origins: dict[tuple[Path, str], tuple[str | None, int | None]] = {}
+        # The table lock a commit of this thread asked for before its first read, if any.
+        self._commit_scope = threading.local()
 
     def namespace_id(self) -> str:
         uris = ",".join(str(s) for s in self._servers)
@@ -311,7 +320,7 @@ class _HiveNamespace(CatalogNamespace):
         if database.description:
             properties[DB_DESCRIPTION] = database.description
         if database.locationUri:
-            properties[DB_LOCATION] = plain_location(database.locationUri)
+            properties[DB_LOCATION] = unqualified(database.locationUri)
         if database.ownerName:
             properties[DB_OWNER] = database.ownerName
         if database.ownerType is not None:
@@ -415,13 +424,10 @@ class _HiveNamespace(CatalogNamespace):
         table = self._get_table(path, name)
         if table is None:
             return None
-        if len(self._table_origins) >= MAX_TABLE_ORIGINS:
-            self._table_origins.clear()
-        self._table_origins[path, name] = (table.owner, table.createTime)
         descriptor = table.sd
         return TableEntry(
             name=table.tableName,
-            location=plain_location(descriptor.location) if descriptor else None,
+            location=unqualified(descriptor.location) if descriptor else None,
             parameters=dict(table.parameters or {}),
             table_type=table.tableType,
             has_columns=bool(descriptor and descriptor.cols),
@@ -429,6 +435,7 @@ class _HiveNamespace(CatalogNamespace):
                 CatalogColumn(c.name, c.type, c.comment or "")
                 for c in (descriptor.cols if descriptor and descriptor.cols else [])
             ],
+            raw=table,
         )
 
     def _table_object(
@@ -509,97 +516,84 @@ class _HiveNamespace(CatalogNamespace):
                 continue
         raise ttypes.AlreadyExistsException(f"{entry.name} exists")
 
-    def _catalog_replace_table(
-        self,
-        path: Path,
-        expected: TableEntry,
-        replacement: TableEntry,
-        columns: list[CatalogColumn] | None,
-    ) -> None:
-        """Location and parameters of ``replacement`` (and ``columns`` when given) on the
-        table read as ``expected``; owner, creation time and the commit revision stay."""
+    def _catalog_write_table(self, path: Path, expected: TableEntry, updated: TableEntry) -> None:
+        """The Thrift table read as ``expected``, with only our fields changed (parameters,
+        location, columns: owner, create time, SerDe, storage parameters, other tools'
+        parameters stay), written only if the table is unchanged since.
 
-        def replace(table: Any) -> None:
-            parameters = {**replacement.parameters, "EXTERNAL": "TRUE"}
-            revision = (table.parameters or {}).get(REVISION_KEY)
-            if revision is not None:
-                parameters[REVISION_KEY] = revision  # counted up by the alter that follows
-            table.parameters = parameters
-            table.sd.location = replacement.location
-            if columns is not None:
-                table.sd.cols = [_field(c) for c in columns]
+        A catalog-managed table whose entry carries a commit revision is written in one
+        conditional ``alter_table_req`` where the metastore has it (HMS 4: applied only while
+        the revision is the one read; its condition covers the revision, so a change by a tool
+        that does not count it up is not detected there). Otherwise, and on HMS 2/3, under the
+        table's exclusive lock: read again, compared whole with what was read, altered. A
+        storage-managed table takes no lock (its commits never touch the entry): read again,
+        compared whole, altered. An outcome that cannot be known (the connection dropped
+        mid-alter, the metastore failed) raises ConcurrentModificationError: the commit
+        routine reads the entry back and decides.
+        """
 
-        self._alter_unchanged(path, expected, replace)
+        def change(table: Any) -> None:
+            table.parameters = {**updated.parameters, "EXTERNAL": "TRUE"}
+            table.sd.location = updated.location
+            if updated.columns is not None:
+                table.sd.cols = [_field(c) for c in updated.columns]
 
-    def _catalog_compare_and_set(
-        self, path: Path, expected: TableEntry, parameters: dict[str, str]
-    ) -> None:
-        """Set ``parameters`` if the table still has the expected version: in one conditional
-        alter where the metastore has it (HMS 4), else under its exclusive table lock."""
-        revision = expected.parameters.get(REVISION_KEY, "")
-        parameters = {
-            **parameters,
-            REVISION_KEY: str(int(revision) + 1 if revision.isdigit() else 1),
-        }
-        if (
-            revision
-            and self._conditional_alter is not False
-            and self._conditional_compare_and_set(path, expected, parameters)
-        ):
-            return
-        lock_id = self._lock_table(path, expected)
         try:
-            current = self._get_table(path, expected.name)
-            if current is None:
-                raise lance_error(TableNotFoundError, describe((*path, expected.name)))
-            if _changed(expected, current):
-                raise ConcurrentModificationError(
-                    f"Table {describe((*path, expected.name))} changed concurrently"
-                )
-            current.parameters = {**parameters, "EXTERNAL": "TRUE"}
-            try:
-                self._call(
-                    "alter_table_with_environment_context",
-                    self._db_ref(path),
-                    expected.name,
-                    current,
-                    _no_stats(),
-                    idempotent=False,
-                )
-            except (ttypes.MetaException, *TRANSPORT_ERRORS) as error:
-                # Under our lock nobody else changes the table: read back whether it applied.
-                # An unknown outcome is never reported as a conflict (Lance would commit the
-                # same data again): if the read-back fails too, its error (17) goes up.
-                if not self._applied(path, expected.name, parameters):
-                    logger.warning("commit to %s not applied: %s", describe(path), error)
-                    raise ConcurrentModificationError(
-                        f"Commit to table {describe((*path, expected.name))} was not applied "
-                        f"({type(error).__name__}); retry it"
-                    ) from None
-        finally:
-            self._unlock(lock_id)
+            if not self._conditional_change(path, expected, change):
+                self._alter_unchanged(path, expected, change)
+        except (ttypes.MetaException, *TRANSPORT_ERRORS) as error:
+            logger.warning(
+                "write of %s failed, outcome unknown: %s", describe((*path, expected.name)), error
+            )
+            raise ConcurrentModificationError(
+                f"Write of table {describe((*path, expected.name))} not known to be applied "
+                f"({type(error).__name__}); retry it"
+            ) from None
 
-    def _conditional_compare_and_set(
-        self, path: Path, expected: TableEntry, parameters: dict[str, str]
+    def _conditional_change(
+        self, path: Path, expected: TableEntry, change: Callable[[Any], None]
     ) -> bool:
-        """One ``alter_table_req`` that HMS 4 applies only if ``version`` is still the expected
-        one; False when the metastore lacks the call (then remembered: the lock path)."""
-        table = self._table_object(path, expected, expected.columns)
-        table.parameters = {**parameters, "EXTERNAL": "TRUE"}
-        owner, created = self._table_origins.get((path, expected.name), (None, None))
-        table.owner = owner or table.owner
-        table.createTime = created if created is not None else table.createTime
-        context = _no_stats(
-            {CONDITION_KEY: REVISION_KEY, CONDITION_VALUE: expected.parameters[REVISION_KEY]}
-        )
+        """``change`` applied to the table read as ``expected`` in HMS 4's conditional
+        ``alter_table_req`` (a catalog-managed table with a commit revision); False when this
+        path does not apply (then the lock path writes).
+
+        A column list the metastore refuses position by position (a dropped middle column, a
+        changed type; see :meth:`_alter_unchanged`) is set in two conditional writes, through
+        an empty list, each expecting the revision the one before left."""
+        revision = expected.parameters.get(REVISION_KEY, "")
+        if (
+            not self._managed_versioning(expected)
+            or not revision.isdigit()
+            or self._conditional_alter is False
+        ):
+            return False
+        table = copy.deepcopy(expected.raw)
+        change(table)
+        wanted = list(table.sd.cols or [])
+        try:
+            return self._conditional_write(path, expected.name, table, revision)
+        except ttypes.InvalidOperationException:
+            if wanted == list(expected.raw.sd.cols or []):
+                raise
+        table.sd.cols = []
+        self._conditional_write(path, expected.name, table, revision)
+        table.sd.cols = wanted
+        self._conditional_write(path, expected.name, table, str(int(revision) + 1))
+        return True
+
+    def _conditional_write(self, path: Path, name: str, table: Any, revision: str) -> bool:
+        """One ``alter_table_req`` that HMS 4 applies only while the revision is ``revision``
+        (counted up by this write); False when the metastore lacks the call (remembered: the
+        lock path from then on)."""
+        table.parameters[REVISION_KEY] = str(int(revision) + 1)
         request = ttypes.AlterTableRequest(
             catName=self._catalog_of(path),
             dbName=path[-1],
-            tableName=expected.name,
+            tableName=name,
             table=table,
-            environmentContext=context,
+            environmentContext=_no_stats({CONDITION_KEY: REVISION_KEY, CONDITION_VALUE: revision}),
         )
-        name = describe((*path, expected.name))
+        target = describe((*path, name))
         try:
             self._call("alter_table_req", request, idempotent=False)
         except TApplicationException as error:
@@ -612,61 +606,97 @@ class _HiveNamespace(CatalogNamespace):
         except ttypes.MetaException as error:
             self._conditional_alter = True
             if CONDITION_REFUSED in (error.message or ""):
-                raise ConcurrentModificationError(f"Table {name} changed concurrently") from None
+                raise ConcurrentModificationError(f"Table {target} changed concurrently") from None
             raise
         except ttypes.InvalidOperationException:
-            if self._get_table(path, expected.name) is None:
-                raise lance_error(TableNotFoundError, name) from None
+            if self._get_table(path, name) is None:
+                raise lance_error(TableNotFoundError, target) from None
             raise
-        except TRANSPORT_ERRORS as error:
-            # The outcome is unknown: read back whether this very commit took effect.
-            if not self._applied(path, expected.name, parameters):
-                logger.warning("commit to %s not applied: %s", name, error)
-                raise ConcurrentModificationError(
-                    f"Commit to table {name} was not applied ({type(error).__name__}); retry it"
-                ) from None
         self._conditional_alter = True
         return True
 
-    def _applied(self, path: Path, name: str, parameters: dict[str, str]) -> bool:
-        """Whether a failed alter took effect; a read-back that fails too propagates (17)."""
-        table = self._get_table(path, name)
-        now = dict(table.parameters or {}) if table is not None else {}
-        return versions.already_applied(now, parameters)
+    @contextlib.contextmanager
+    def _catalog_commit_scope(self, path: Path, name: str) -> Iterator[None]:
+        """On a metastore without the conditional alter (HMS 2/3, known after the namespace's
+        first commit) a commit asks for the table lock before its first read. Granted at once
+        (no other writer holds it), every read of the commit is under the lock, and the write
+        is the alter alone: lock, get, alter, unlock, one table read fewer than reading first.
+        Still waiting: the commit reads, and its write waits for this lock as
+        :meth:`_lock_table` does, reading between polls. Refused: the write asks again."""
+        if self._conditional_alter is not False:
+            yield
+            return
+        try:
+            response = self._request_lock(path, name)
+        except ConcurrentModificationError:
+            yield  # the write takes the lock itself (and says why it cannot)
+            return
+        scoped = _ScopedLock(path[-1], name, response, response.state == ttypes.LockState.ACQUIRED)
+        self._commit_scope.lock = scoped
+        try:
+            yield
+        finally:
+            self._commit_scope.lock = None
+            if not scoped.released:
+                self._unlock(scoped.response.lockid, wait=False)
+
+    def _scoped_lock(self, path: Path, name: str) -> _ScopedLock | None:
+        """The lock this thread's commit scope holds or waits for on the table, if any."""
+        scoped: _ScopedLock | None = getattr(self._commit_scope, "lock", None)
+        if scoped is None or scoped.released or (scoped.database, scoped.table) != (path[-1], name):
+            return None
+        return scoped
+
+    def _exclusive_lock_request(self, database: str, table: str, agent: str) -> Any:
+        """A request for one EXCLUSIVE table-level lock outside any transaction (HMS accepts
+        it for a table that does not exist, which location claims rely on)."""
+        component = ttypes.LockComponent(
+            type=ttypes.LockType.EXCLUSIVE,
+            level=ttypes.LockLevel.TABLE,
+            dbname=database,
+            tablename=table,
+            operationType=ttypes.DataOperationType.NO_TXN,
+            isTransactional=False,
+        )
+        return ttypes.LockRequest(
+            component=[component],
+            user=self._user,
+            hostname=socket.gethostname(),
+            agentInfo=agent,
+        )
+
+    def _request_lock(self, path: Path, name: str) -> Any:
+        """Ask for the table's EXCLUSIVE lock: the metastore's answer (ACQUIRED or WAITING)."""
+        request = self._exclusive_lock_request(path[-1], name, "lance-metastore")
+        try:
+            return self._call("lock", request, idempotent=False)
+        except ttypes.MetaException as error:  # e.g. the backing database timed out a lock
+            raise ConcurrentModificationError(
+                f"Could not lock table {describe((*path, name))}: {error.message}; retry"
+            ) from None
 
     def _lock_table(self, path: Path, expected: TableEntry) -> int:
-        """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one.
+        """An EXCLUSIVE table lock, waiting (bounded) while another writer holds one: the one
+        the commit scope asked for, else a new one.
 
         While waiting, the table is read between polls: once another writer changed it, this
         commit has lost, and it says so (14) at once instead of queueing for the lock only to
         find out then. Lance retries sooner, on the new version, within its retry window.
         """
         name = expected.name
-        component = ttypes.LockComponent(
-            type=ttypes.LockType.EXCLUSIVE,
-            level=ttypes.LockLevel.TABLE,
-            dbname=path[-1],
-            tablename=name,
-            operationType=ttypes.DataOperationType.NO_TXN,
-            isTransactional=False,
-        )
-        request = ttypes.LockRequest(
-            component=[component],
-            user=self._user,
-            hostname=socket.gethostname(),
-            agentInfo="lance-metastore",
-        )
-        try:
-            response = self._call("lock", request, idempotent=False)
-        except ttypes.MetaException as error:  # e.g. the backing database timed out a lock
-            raise ConcurrentModificationError(
-                f"Could not lock table {describe((*path, name))}: {error.message}; retry"
-            ) from None
+        scoped = self._scoped_lock(path, name)
+        response = scoped.response if scoped is not None else self._request_lock(path, name)
+
+        def give_up() -> None:
+            if scoped is not None:
+                scoped.released = True
+            self._unlock(response.lockid)
+
         deadline = time.monotonic() + self._settings["client.lock-timeout-sec"]
         attempt = 0
         while response.state == ttypes.LockState.WAITING:
             if time.monotonic() > deadline:
-                self._unlock(response.lockid)
+                give_up()
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, name))} stayed locked by another writer for "
                     f"{self._settings['client.lock-timeout-sec']} s"
@@ -674,62 +704,81 @@ class _HiveNamespace(CatalogNamespace):
             time.sleep(LOCK_WAIT_BACKOFF.delay(attempt))
             attempt += 1
             current = self._get_table(path, name)
-            if current is None or _changed(expected, current):
-                self._unlock(response.lockid)
+            if current is None or not _unchanged(expected, current):
+                give_up()
                 raise ConcurrentModificationError(
                     f"Table {describe((*path, name))} changed concurrently"
                 )
             response = self._call("check_lock", ttypes.CheckLockRequest(lockid=response.lockid))
+            if scoped is not None:
+                scoped.response = response
         if response.state != ttypes.LockState.ACQUIRED:
-            self._unlock(response.lockid)
+            give_up()
             raise ConcurrentModificationError(
                 f"Could not lock table {describe((*path, name))}: lock state {response.state}"
             )
         lock_id: int = response.lockid
         return lock_id
 
-    def _unlock(self, lock_id: int) -> None:
+    @contextlib.contextmanager
+    def _location_claim(self, location: Location, refusal: str) -> Iterator[None]:
+        """A location when the root has no claim store (a root on ``hdfs``, ``gs``, ``az``):
+        an EXCLUSIVE metastore lock named after the canonical location
+        (``default.lance_claim_<sha256>``, one name per location whichever database asks),
+        taken without waiting. Of racing requests exactly one gets it; the others answer 5.
+        A holder that dies stops heartbeating and HMS expires its lock (``hive.txn.timeout``).
+        A metastore without the lock service (no DbTxnManager) answers the lock with an
+        error: the request then runs unclaimed, as on Glue (logged)."""
+        if self._claim_store is not None:
+            yield  # the claim store arbitrates
+            return
+        digest = hashlib.sha256(str(location).encode()).hexdigest()[:40]
+        request = self._exclusive_lock_request(
+            "default", f"lance_claim_{digest}", "lance-metastore claim"
+        )
         try:
-            self._call("unlock", ttypes.UnlockRequest(lockid=lock_id))
+            response = self._call("lock", request, idempotent=False)
+        except ttypes.MetaException as error:
+            logger.warning("location claimed by the catalog check only: %s", error.message)
+            yield
+            return
+        if response.state != ttypes.LockState.ACQUIRED:
+            self._unlock(response.lockid)
+            raise TableAlreadyExistsError(
+                f"{refusal}: another request is placing a table at this location"
+            )
+        try:
+            yield
+        finally:
+            self._unlock(response.lockid)
+
+    def _unlock(self, lock_id: int, *, wait: bool = True) -> None:
+        """Release a table lock. After a write (``wait=False``) the release is sent and the
+        caller goes on: nothing it does depends on the reply, which the connection's next
+        borrower reads (see :meth:`ConnectionPool.send_only`); a release that cannot be sent
+        is made as a plain call, retried on a dropped connection."""
+        request = ttypes.UnlockRequest(lockid=lock_id)
+
+        def receive(connection: Any) -> None:
+            try:
+                connection.client.recv_unlock()
+            except ttypes.NoSuchLockException:
+                pass  # expired or already released
+            except (ttypes.TxnOpenException, TApplicationException) as error:
+                logger.warning("could not release metastore lock %s: %s", lock_id, error)
+
+        if not wait:
+            try:
+                self.pool.send_only(lambda c: c.client.send_unlock(request), receive)
+                return
+            except Exception:
+                pass  # not sent: the plain call below says why if it fails too
+        try:
+            self._call("unlock", request)
         except ttypes.NoSuchLockException:
             pass  # expired or already released
         except Exception as error:
             logger.warning("could not release metastore lock %s: %s", lock_id, error)
-
-    def _lock_if_managed(self, path: Path, entry: TableEntry) -> int | None:
-        """The table's exclusive lock for a change of a catalog-managed table, so that a
-        concurrent commit (also under the lock) is neither undone nor lost.
-
-        Released with :meth:`_unlock` in a ``finally`` (not a context manager: Thrift's
-        exceptions are immutable, and contextlib's re-raise would fail on them).
-        """
-        return self._lock_table(path, entry) if self._managed_versioning(entry) else None
-
-    def _alter_managed(self, path: Path, name: str, table: Any, guarded: bool) -> None:
-        """Alter a table that ``table`` was read from (statistics left alone).
-
-        A catalog-managed table's alter (``guarded``: its lock is held) counts the commit
-        revision up, so that a commit based on the entry as it was before is refused (14)
-        rather than writing that older entry back. On HMS 4, whose commits take no lock, the
-        alter is also conditional on the revision read, so that it never undoes a commit that
-        landed in between (14 instead)."""
-        if not guarded:
-            self._plain_alter(path, name, table)
-            return
-        read_parameters = dict(table.parameters or {})
-        revision = read_parameters.get(REVISION_KEY, "")
-        table.parameters = {
-            **read_parameters,
-            REVISION_KEY: str(int(revision) + 1 if revision.isdigit() else 1),
-        }
-        try:
-            if revision.isdigit() and self._conditional_alter is not False:
-                self._conditional_alter_req(path, name, table, revision)
-            else:
-                self._plain_alter(path, name, table)
-        except BaseException:
-            table.parameters = read_parameters  # not applied: a next alter expects the same
-            raise
 
     def _plain_alter(self, path: Path, name: str, table: Any) -> None:
         self._call(
@@ -741,82 +790,61 @@ class _HiveNamespace(CatalogNamespace):
             idempotent=False,
         )
 
-    def _conditional_alter_req(self, path: Path, name: str, table: Any, revision: str) -> None:
-        """HMS 4's ``alter_table_req`` applied only while the revision is ``revision``; on a
-        metastore without the call, the plain alter under the lock the caller holds."""
-        request = ttypes.AlterTableRequest(
-            catName=self._catalog_of(path),
-            dbName=path[-1],
-            tableName=name,
-            table=table,
-            environmentContext=_no_stats({CONDITION_KEY: REVISION_KEY, CONDITION_VALUE: revision}),
-        )
-        try:
-            self._call("alter_table_req", request, idempotent=False)
-        except TApplicationException as error:
-            if error.type != TApplicationException.UNKNOWN_METHOD:
-                raise
-            self._conditional_alter = False  # an older metastore: the lock held suffices
-            self._plain_alter(path, name, table)
-        except ttypes.MetaException as error:
-            if CONDITION_REFUSED in (error.message or ""):
-                raise ConcurrentModificationError(
-                    f"Table {describe((*path, name))} changed concurrently"
-                ) from None
-            raise
-
     def _alter_unchanged(
         self, path: Path, expected: TableEntry, change: Callable[[Any], None]
     ) -> None:
-        """Apply ``change`` to the table read as ``expected`` and write it, only if its commit
-        state has not moved since: every read-modify-write of an entry goes through here.
+        """Apply ``change`` to the table as the metastore holds it and write it, only if it is
+        still the table read as ``expected``: the lock path of every write (and renames).
 
-        A catalog-managed table takes the commit's own conditional path: the exclusive table
-        lock (HMS 2/3 commits take it too), the table read again under it and compared with
-        ``expected`` (ConcurrentModificationError if a commit landed since), and on HMS 4,
-        whose commits take no lock, an alter conditional on the revision read (see
-        :meth:`_alter_managed`). A storage-managed table has no commit in the catalog to
-        lose: the change is applied to the entry as read just now, and to nothing else.
+        A catalog-managed table takes the table's exclusive lock (commits on HMS 2/3 take it
+        too), and its alter counts the commit revision up, so that a write based on the entry
+        as it was before is refused rather than writing that older entry back (on HMS 4 too,
+        whose conditional writes expect the revision). A storage-managed table's writes (its
+        column syncs, an undo's fence) take the lock too, so none lands between another's
+        compare and alter; they do not count the revision (no commit is recorded), and a
+        column sync that changes nothing writes nothing, so its inserts take no lock.
 
         The metastore refuses a column list whose types change position by position
         (``hive.metastore.disallow.incompatible.col.type.changes``, on by default): such a list
         (a dropped middle column, a changed type) is set in two alters, through an empty list,
         which the check accepts.
         """
-        lock_id = self._lock_if_managed(path, expected)
-        guarded = lock_id is not None
+        guarded = self._managed_versioning(expected)
+        scoped = self._scoped_lock(path, expected.name) if guarded else None
+        lock_id = self._lock_table(path, expected)
         target = describe((*path, expected.name))
         try:
-            current = self._get_table(path, expected.name)
-            if current is None:
-                raise lance_error(TableNotFoundError, target)
-            if _changed(expected, current):
-                raise ConcurrentModificationError(f"Table {target} changed concurrently")
+            if scoped is not None and scoped.before_read:
+                # Locked since before ``expected`` was read: it is the table as it is.
+                current = copy.deepcopy(expected.raw)
+            else:
+                current = self._get_table(path, expected.name)
+                if current is None:
+                    raise lance_error(TableNotFoundError, target)
+                if not _unchanged(expected, current):
+                    raise ConcurrentModificationError(f"Table {target} changed concurrently")
             columns_before = list(current.sd.cols or [])
+            read_parameters = dict(current.parameters or {})
             change(current)
+            if guarded:
+                revision = read_parameters.get(REVISION_KEY, "")
+                current.parameters = {
+                    **(current.parameters or {}),
+                    REVISION_KEY: str(int(revision) + 1 if revision.isdigit() else 1),
+                }
             wanted = list(current.sd.cols or [])
             try:
-                self._alter_managed(path, expected.name, current, guarded)
+                self._plain_alter(path, expected.name, current)
             except ttypes.InvalidOperationException:
                 if wanted == columns_before:
                     raise
                 current.sd.cols = []
-                self._alter_managed(path, expected.name, current, guarded)
+                self._plain_alter(path, expected.name, current)
                 current.sd.cols = wanted
-                self._alter_managed(path, expected.name, current, guarded)
+                self._plain_alter(path, expected.name, current)
         finally:
-            if lock_id is not None:
-                self._unlock(lock_id)
-
-    def _catalog_set_columns(
-        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
-    ) -> None:
-        """Columns only, on the entry as the catalog holds it (see :meth:`_alter_unchanged`)."""
-
-        def set_columns(table: Any) -> None:
-            table.sd.cols = [_field(c) for c in columns]
-
-        self._alter_unchanged(path, entry, set_columns)
+            if scoped is None:
+                self._unlock(lock_id, wait=False)  # a commit scope's lock: by the scope
 
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
@@ -834,7 +862,10 @@ class _HiveNamespace(CatalogNamespace):
             table.dbName = new_path[-1]
 
         try:
-            self._alter_unchanged(path, entry, rename)
+            # As every write of the entry: HMS 4's conditional write where commits use it
+            # (they take no lock there), else under the lock commits take.
+            if not self._conditional_change(path, entry, rename):
+                self._alter_unchanged(path, entry, rename)
         except (ttypes.InvalidOperationException, ttypes.AlreadyExistsException) as error:
             if self._get_table(new_path, new_name) is not None:
                 raise lance_error(
@@ -851,14 +882,10 @@ class _HiveNamespace(CatalogNamespace):
         except ttypes.NoSuchObjectException:
             raise lance_error(TableNotFoundError, describe((*path, name))) from None
 
-    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
-        """Two calls: the filtered listing, then every table of it in one request."""
-        try:
-            names = list(
-                self._call("get_table_names_by_filter", self._db_ref(path), LANCE_FILTER, -1)
-            )
-        except ttypes.UnknownDBException:
-            return {}
+    def _catalog_entry_locations(self, path: Path) -> dict[str, str | None]:
+        """Two calls: the database's table names (every format: a Lance table must not take
+        a Parquet table's directory either), then every table of it in one request."""
+        names = self._get("get_all_tables", self._db_ref(path))
         if not names:
             return {}
         request = ttypes.GetTablesRequest(
@@ -866,26 +893,37 @@ class _HiveNamespace(CatalogNamespace):
         )
         found = self._call("get_table_objects_by_name_req", request).tables or []
         return {
-            table.tableName: plain_location(table.sd.location) if table.sd else None
-            for table in found
+            table.tableName: unqualified(table.sd.location) if table.sd else None for table in found
         }
 
     def _catalog_table_namespaces(self) -> Iterator[Path]:
         """Every database: one ``get_all_databases``."""
         return iter([(name,) for name in self._list_databases(None)])
 
-    def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
-        database = self._get("get_database", self._db_ref(path))
-        own = database.locationUri if database is not None else None
-        return [own, *self._warehouse_locations(path[:-1])]
+    def _namespace_layout(self, path: Path) -> tuple[Location | None, Location | None]:
+        """Without a configured root, HMS's own layout: a database made without a location
+        lies at ``<warehouse>/<database>.db`` (the warehouse: its catalog's ``default``
+        database's directory), so that is the directory a confined database owns, the one
+        :meth:`_catalog_table_base` answers. With a root, the root's layout. None (no
+        default directory) where the catalog has no ``default`` database to find its
+        warehouse by."""
+        if self._settings["root"] or len(path) != self.DEPTH:
+            return super()._namespace_layout(path)
+        catalog = path[:-1]
+        if catalog not in self._warehouses:
+            self._warehouses[catalog] = self._warehouse(catalog)
+        warehouse = self._warehouses[catalog]
+        if warehouse is None:
+            return None, None
+        return warehouse, warehouse.child(f"{path[-1]}.db")
 
-    def _catalog_namespace_prefixes(self, path: Path) -> list[str | None]:
-        return self._warehouse_locations(path[:-1])
-
-    def _warehouse_locations(self, parent: Path) -> list[str | None]:
-        """The metastore's warehouse: the location of its database ``default``."""
-        default = self._get("get_database", self._db_ref((*parent, "default")))
-        return [default.locationUri if default is not None else None]
+    def _warehouse(self, catalog: Path) -> Location | None:
+        database = self._get("get_database", self._db_ref((*catalog, "default")))
+        text = unqualified(database.locationUri) if database is not None else None
+        try:
+            return Location.parse(text, None, "warehouse") if text else None
+        except InvalidInputError:
+            return None
 
     def _catalog_table_base(self, path: Path) -> str:
         """The database's own location first (as on Glue), then the root.
@@ -895,17 +933,25 @@ class _HiveNamespace(CatalogNamespace):
         the root is then what the user asked for.
         """
         database = self._get("get_database", self._db_ref(path))
-        location: str | None = (
-            plain_location(database.locationUri) if database is not None else None
-        )
+        if database is None:
+            raise lance_error(NamespaceNotFoundError, describe(path))
+        location: str | None = unqualified(database.locationUri)
         if location and not (self._settings["root"] and _metastore_default(location, path[-1])):
             return location
         return join_location(self.root, *path)
 
 
 def _metastore_default(location: str, database: str) -> bool:
-    """Whether HMS chose this database location itself (its ``<parent>/<db>.db`` layout)."""
-    return database == "default" or location.rstrip("/").endswith(f"/{database}.db")
+    """Whether HMS chose this database location itself (its ``<parent>/<db>.db`` layout),
+    judged on the one parser's value, never on the text: text it refuses (``?``, ``%``, dot
+    segments) is no layout of HMS's, and stays for the rules to judge where it is used."""
+    if database == "default":
+        return True
+    try:
+        parsed = Location.parse(location, None, "database location")
+    except InvalidInputError:
+        return False
+    return bool(parsed.segments) and parsed.segments[-1] == f"{database}.db"
 
 
 class Hive2Namespace(_HiveNamespace):
@@ -1104,19 +1150,10 @@ class Hive3Namespace(_HiveNamespace):
         for catalog in self._catalog_list_namespaces(()):
             yield from ((catalog, name) for name in self._catalog_databases(catalog))
 
-    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
+    def _catalog_entry_locations(self, path: Path) -> dict[str, str | None]:
         if len(path) < 2:
             return {}  # catalogs hold databases, not tables
-        return super()._catalog_lance_locations(path)
-
-    def _warehouse_locations(self, parent: Path) -> list[str | None]:
-        """The default catalog's warehouse, and the location of the catalog ``parent`` names
-        (with its own database ``default``)."""
-        found = super()._warehouse_locations((DEFAULT_CATALOG,))
-        if parent and parent[0] != DEFAULT_CATALOG and self._has_catalog_api():
-            found.extend(super()._warehouse_locations(parent[:1]))
-            found.append((self._catalog_properties(parent[0]) or {}).get(CATALOG_LOCATION))
-        return found
+        return super()._catalog_entry_locations(path)
 
     def _catalog_get_table(self, path: Path, name: str) -> TableEntry | None:
         if not self._has_catalog_api() and path[0] != DEFAULT_CATALOG:
@@ -1131,6 +1168,18 @@ class Hive3Namespace(_HiveNamespace):
         super()._catalog_create_table(path, entry, columns)
 
 
+@dataclass
+class _ScopedLock:
+    """A commit scope's table lock: the metastore's latest answer about it, whether it was
+    granted before the commit's first read, and whether it is released already."""
+
+    database: str
+    table: str
+    response: Any
+    before_read: bool
+    released: bool = False
+
+
 def _no_stats(properties: Mapping[str, str] | None = None) -> Any:
     """An environment context telling the metastore not to gather statistics on an alter:
     it would list every file under the table's location (Lance's data, manifests) each time,
@@ -1142,14 +1191,11 @@ def _field(column: CatalogColumn) -> Any:
     return ttypes.FieldSchema(column.name, column.type, column.comment or None)
 
 
-def _changed(expected: TableEntry, current: Any) -> bool:
-    """Whether the table's commit state moved since ``expected`` was read."""
-    now = dict(current.parameters or {})
-    return (
-        versions.current_version(now) != versions.current_version(expected.parameters)
-        or now.get(versions.DELETED_KEY) != expected.parameters.get(versions.DELETED_KEY)
-        or now.get(REVISION_KEY) != expected.parameters.get(REVISION_KEY)
-    )
+def _unchanged(expected: TableEntry, current: Any) -> bool:
+    """Whether the Thrift table ``current`` is still the one read as ``expected``: the whole
+    object, so a change by any tool (a comment, the owner, a parameter) counts. Every entry
+    the backend reads carries its Thrift table."""
+    return bool(current == expected.raw)
 
 
 def _login_name() -> str:

@@ -8,11 +8,11 @@ authenticates the same way (:mod:`.transport`: plain, TLS or Kerberos).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import select
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlparse
@@ -96,6 +96,21 @@ class Connection:
         )
         protocol = codec(self.transport)
         self.client = ThriftHiveMetastore.Client(protocol)
+        # Reads the reply of a call sent without waiting for it (ConnectionPool.send_only).
+        self.unread: Callable[[Connection], None] | None = None
+
+    def read_unread(self) -> bool:
+        """Read the reply of the call sent last without waiting for it, if any; False when
+        that found the connection broken."""
+        unread, self.unread = self.unread, None
+        if unread is None:
+            return True
+        try:
+            unread(self)
+        except Exception as error:
+            logger.warning("reply of a metastore call sent without waiting: %s", error)
+            return _leaves_connection_usable(error)
+        return True
 
     def is_stale(self) -> bool:
         """Whether this idle connection is closed, here or by the server (e.g. a restart).
@@ -115,8 +130,12 @@ class Connection:
             return True
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
+        # plain try: close may run from a finalizer at interpreter exit, when module globals
+        # such as ``contextlib`` are already gone
+        try:  # noqa: SIM105
             self.transport.close()
+        except Exception:
+            pass
 
 
 class _Borrowed:
@@ -202,6 +221,17 @@ class ConnectionPool:
         """
         return _Borrowed(self)
 
+    def send_only(
+        self, send: Callable[[Connection], None], receive: Callable[[Connection], None]
+    ) -> None:
+        """A call whose caller need not wait for its reply (a lock's release): ``send`` sends
+        it, and the connection goes back to the pool at once; whoever borrows it next reads
+        the reply first (``receive``), so the calls on one connection stay in order (the pool
+        lends the connection returned last first: usually the same thread's next call)."""
+        with self.connection() as connection:
+            send(connection)
+            connection.unread = receive
+
     def _acquire(self) -> Connection:
         self._slots.acquire()
         try:
@@ -213,7 +243,7 @@ class ConnectionPool:
                     connection = self._idle.get_nowait()
                 except queue.Empty:
                     break
-                if not connection.is_stale():
+                if connection.read_unread() and not connection.is_stale():
                     return connection
                 self._discard(connection)
             return self._connect()

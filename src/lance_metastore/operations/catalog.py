@@ -8,6 +8,7 @@ Hive) subclasses :class:`CatalogNamespace` and implements the ``_catalog_*`` pri
 from __future__ import annotations
 
 from .batches import BatchCommitOps
+from .commits import CommitOps
 from .core import CatalogCore
 from .data import TableDataOps
 from .indexes import TableIndexOps
@@ -27,6 +28,7 @@ class CatalogNamespace(
     TableDataOps,
     TableIndexOps,
     BatchCommitOps,
+    CommitOps,
     CatalogCore,
 ):
     """Every operation of the Lance namespace spec; a backend implements the primitives."""

@@ -14,19 +14,14 @@ import dataclasses
 import logging
 import os
 import threading
-import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
-from lance_namespace import (
-    LanceNamespace,
-    TableVersion,
-)
+from lance_namespace import LanceNamespace
 from lance_namespace.errors import (
-    ConcurrentModificationError,
     InvalidInputError,
     InvalidTableStateError,
     LanceNamespaceError,
@@ -36,16 +31,17 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from ..rules import locations, tables, versions
+from ..rules import claims, locations, observe, tables, versions
 from ..rules.config import LOCATION_PROPERTIES, MANAGED_BY, Property, Settings, parse_properties
 from ..rules.credentials import CredentialVendor
 from ..rules.errors import lance_error, register_secrets, translate_errors
 from ..rules.identifiers import Path, describe, split_identifier
+from ..rules.locations import Location
 from ..rules.manifests import ManifestFiles
 from ..rules.paging import Pager
-from ..rules.retries import Backoff
-from ..rules.schema import CatalogColumn, catalog_columns
+from ..rules.schema import CatalogColumn
 from ..rules.tables import TableEntry
+from ..rules.visibility import TABLE
 from .datasets import lance_errors
 
 if TYPE_CHECKING:
@@ -54,13 +50,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("lance_metastore")
 
 
-# A catalog write that lost a race to a concurrent commit is retried on the entry as it is
-# then (column syncs and register overwrites are idempotent), with jittered backoff, for up to
-# this long: longer than a burst of commits keeps a table busy, bounded all the same.
-CONFLICT_RETRY_SECONDS = 60.0
-CONFLICT_BACKOFF = Backoff(base=0.01, cap=0.5)
-
-T = TypeVar("T")
+# The stores whose Lance files a drop deletes one by one (rules/lance_files.py); on others
+# the data is kept and the answer says why.
+DELETES_FILES_IN = ("file", "s3")
 
 
 class CatalogCore(LanceNamespace):
@@ -80,6 +72,10 @@ class CatalogCore(LanceNamespace):
     # The namespace properties that are storage locations (resolved and confined on write).
     NAMESPACE_LOCATION_KEYS: ClassVar[tuple[str, ...]] = ()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        observe.timed_primitives(cls)  # each backend's catalog round trips report latency
+
     def __init__(self, **properties: Any) -> None:
         self._settings: Settings = parse_properties(
             type(self).__name__, properties, self.PROPERTIES
@@ -88,10 +84,16 @@ class CatalogCore(LanceNamespace):
         # Pinned now: a pickled copy on a Spark executor must not use the executor's cwd.
         self._root = self._settings["root"] or os.getcwd()
         self._locations = locations.LocationPolicy(
-            root=self._root,
+            root=_root_location(self._root),
             extra=self._settings["allowed_locations"],
             schemes=self._settings["allowed_schemes"],
             enforced=self._settings["confine_locations"],
+        )
+        # Where claims on locations are taken (rules/claims.py): the server's own, never the
+        # location. Only under a configured root: a store in each process's working directory
+        # would arbitrate nothing between servers (Hive then claims through its lock).
+        self._claim_store = (
+            claims.store_under(self._locations.root) if self._settings["root"] else None
         )
         register_secrets(self._settings.secrets())
         self._state_lock = threading.Lock()
@@ -218,38 +220,24 @@ class CatalogCore(LanceNamespace):
         """Create it; raise NamespaceNotFoundError or TableAlreadyExistsError."""
 
     @abstractmethod
-    def _catalog_replace_table(
-        self,
-        path: Path,
-        expected: TableEntry,
-        replacement: TableEntry,
-        columns: list[CatalogColumn] | None,
-    ) -> None:
-        """Give the table read as ``expected`` the location and parameters of
-        ``replacement`` (and ``columns``; None keeps the expected ones), only if it is
-        unchanged since: the same conditional path as a managed commit (Glue ``VersionId``,
-        HMS 4's conditional alter, the HMS 2/3 table lock). A lost race raises
-        ConcurrentModificationError and changes nothing; callers retry with
-        :meth:`_retry_conflicts`.
+    def _catalog_write_table(self, path: Path, expected: TableEntry, updated: TableEntry) -> None:
+        """Write ``updated``'s location, parameters and columns (None: keep them) onto the
+        catalog object ``expected`` was read from (``expected.raw``), keeping every other field
+        of it, and only if the table is unchanged since it was read: Glue ``UpdateTable`` with
+        the ``VersionId`` read, HMS 4's conditional alter, the HMS 2/3 table lock.
+
+        A refusal, or an outcome the backend cannot know (a connection lost mid-call), raises
+        ConcurrentModificationError; the commit routine (:mod:`.commits`) then reads the entry
+        again and decides. TableNotFoundError if the table is gone.
         """
 
-    @abstractmethod
-    def _catalog_compare_and_set(
-        self, path: Path, expected: TableEntry, parameters: dict[str, str]
-    ) -> None:
-        """Replace the table's parameters only if it is unchanged since ``expected`` was read.
-
-        Location and columns stay. Atomic against concurrent writers; a lost race raises
-        ConcurrentModificationError. This is what makes the catalog the commit arbiter.
-        """
-
-    def _catalog_set_columns(
-        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
-    ) -> None:
-        """Replace only the columns of the table read as ``entry``; its parameters stay as the
-        catalog holds them. A concurrent change raises ConcurrentModificationError (retried by
-        the caller), so a managed commit is never undone."""
-        self._catalog_replace_table(path, entry, entry, columns)
+    @contextlib.contextmanager
+    def _catalog_commit_scope(self, path: Path, name: str) -> Iterator[None]:
+        """Held around one version commit's reads and writes of a managed table's entry (the
+        commit routine's steps 1-6). A backend whose conditional write is a lock (HMS 2/3)
+        takes it here, before the first read, so that read is already the one under the
+        lock; Glue and HMS 4 write conditionally in one call and need nothing."""
+        yield
 
     def _catalog_rename_table(
         self, path: Path, entry: TableEntry, new_path: Path, new_name: str
@@ -270,17 +258,6 @@ class CatalogCore(LanceNamespace):
     def _catalog_table_base(self, path: Path) -> str:
         """Where the tables of this namespace go by default (its location, or under root)."""
 
-    def _catalog_table_prefixes(self, path: Path) -> list[str | None]:
-        """The catalog's own locations under which a table of ``path`` may lie when locations
-        are confined (its database's location, the metastore's warehouse). Read only when
-        ``root`` and ``allowed_locations`` do not hold the location."""
-        return []
-
-    def _catalog_namespace_prefixes(self, path: Path) -> list[str | None]:
-        """The catalog's own locations under which the location of namespace ``path`` may
-        lie when confined (the metastore's warehouse, a parent catalog's location)."""
-        return []
-
     def _catalog_table_namespaces(self) -> Iterator[Path]:
         """Every namespace of the catalog that may hold tables. Here a walk of every level;
         backends that know which levels hold tables list only those."""
@@ -294,14 +271,15 @@ class CatalogCore(LanceNamespace):
             if path:
                 yield path
 
-    def _catalog_lance_locations(self, path: Path) -> dict[str, str | None]:
-        """Name -> stored location of every Lance table of a namespace ({} for a level that
-        holds no tables). Backends whose listing returns whole tables override this; here it
-        is one listing and one read per table."""
+    def _catalog_entry_locations(self, path: Path) -> dict[str, str | None]:
+        """Name -> stored location of every table entry of a namespace, Lance or not ({} for
+        a level that holds no tables; NamespaceNotFoundError when it is missing). Backends
+        whose listing returns whole tables override this; here one listing and one read per
+        Lance table (the generic listing names Lance tables only)."""
         found: dict[str, str | None] = {}
         for name in self._catalog_list_lance_tables(path):
             entry = self._catalog_get_table(path, name)
-            if entry is not None and entry.is_lance:
+            if entry is not None:
                 found[name] = entry.location
         return found
 
@@ -333,6 +311,35 @@ class CatalogCore(LanceNamespace):
             raise InvalidInputError("A table identifier is required")
         return self._normalize_table(parts)
 
+    def canonical_id(self, parts: Sequence[str], kind: str) -> Path:
+        """The id as this catalog acts on it (a table's when ``kind`` is ``"table"``, else a
+        namespace's): split on the delimiter as every operation splits its id (``["a$b"]``
+        is ``("a", "b")``), names folded as the catalog folds them, with no catalog call.
+        Raises the InvalidInputError the operation would for an id the catalog refuses. The
+        REST server's grants and access decisions use this form."""
+        parts = split_identifier(list(parts))
+        if kind != TABLE:
+            return self._canonical_namespace(parts)
+        if not parts:
+            raise InvalidInputError("A table identifier is required")
+        path, name = self._canonical_table(parts)
+        return (*path, name)
+
+    def _canonical_namespace(self, parts: Path) -> Path:
+        """:meth:`_normalize_namespace` without catalog calls (a backend whose check makes
+        one overrides this with its name rules alone)."""
+        return self._normalize_namespace(parts)
+
+    def _canonical_table(self, parts: Path) -> tuple[Path, str]:
+        """:meth:`_normalize_table` without catalog calls."""
+        return self._normalize_table(parts)
+
+    def police_listings(self) -> None:
+        """Served to callers of unequal rights: a listing outside a caller's
+        :func:`~lance_metastore.rules.visibility.seen_by` block shows nothing from now on
+        (a thread that lost the request's context fails closed)."""
+        self._pager.police()
+
     def is_table_id(self, table_id: object) -> bool:
         """Whether ``table_id`` is well-formed as a table of this catalog (no catalog call).
 
@@ -357,95 +364,304 @@ class CatalogCore(LanceNamespace):
     # Locations: one resolution rule, confinement, one entry per location (see rules/locations.py)
     # ----------------------------------------------------------------------------------------
 
-    def _resolve_location(self, location: object, what: str) -> str:
-        """A caller's location, absolute and normalised; relative ones resolve against the
-        configured ``root`` (13 without one)."""
-        return locations.resolve(location, self._settings["root"], what)
+    def _resolve_location(self, location: object, what: str) -> Location:
+        """A caller's location as one value; relative ones resolve against the configured
+        ``root`` (13 without one, or for text Lance would read differently, or deeper than
+        :data:`~lance_metastore.rules.locations.MAX_SEGMENTS`: a claim locks every ancestor)."""
+        parsed = Location.parse(location, self._settings["root"], what)
+        if len(parsed.segments) > locations.MAX_SEGMENTS:
+            raise InvalidInputError(
+                f"{what}: location has {len(parsed.segments)} path segments; at most "
+                f"{locations.MAX_SEGMENTS} are allowed"
+            )
+        return parsed
 
-    def _default_location(self, path: Path, name: str) -> str:
-        """``<namespace base>/<name>.lance``, normalised by the same rule."""
+    def _namespace_dir(self, path: Path, *, judged: bool = True) -> Location:
+        """The namespace's own directory (its location, or ``<root>/<path>``): where its
+        tables go by default and the prefix it owns. NamespaceNotFoundError if missing.
+
+        ``judged`` (every use but overlap searches): when confined, a directory the namespace
+        rule refuses (one set before it, Hive's warehouse for its ``default`` database) owns
+        nothing, and using it answers 13: fail closed."""
         base = self._catalog_table_base(path)
-        what = f"Table {describe((*path, name))}"
-        return locations.resolve(tables.default_table_location(base, name), self._root, what)
+        what = f"Namespace {describe(path)}"
+        location = Location.parse(base, self._root, what)
+        if judged and not self._locations.places_namespace(
+            location, path, self._namespace_layout(path)
+        ):
+            raise InvalidInputError(
+                f"{what}: its location {str(location)!r} is not one a confined namespace may "
+                f"have, so it owns no storage: {locations.NAMESPACE_RULE}"
+            )
+        return location
 
-    def _caller_table_location(self, path: Path, name: str, location: object, verb: str) -> str:
-        """A location a caller gave for table ``path``/``name``: resolved, confined (when
-        enforced) and held by no other Lance table entry (unless ``shared_locations``).
+    def _location_claim(
+        self, location: Location, refusal: str
+    ) -> contextlib.AbstractContextManager[None]:
+        """The catalog's own claim on a location whose store gets none from
+        :mod:`~lance_metastore.rules.claims` (not ``file``, not ``s3``), held like one: 5
+        (``TableAlreadyExistsError``, ``refusal``) when another request holds it. Here none
+        (Glue has no lock); Hive takes the metastore's lock."""
+        return contextlib.nullcontext()
 
-        Raises before any catalog write or storage call: 13 for a location that cannot be
-        resolved or is not allowed, 5 for one another entry holds.
+    def _namespace_layout(self, path: Path) -> tuple[Location | None, Location | None]:
+        """Where the catalog puts the directories of namespaces made without a location: the
+        tree holding them, and ``path``'s default directory in it (None: it has none). Here
+        the root and ``<root>/<path>``; Hive without a configured root overrides this with
+        HMS's own layout."""
+        return self._locations.layout(path)
+
+    def _stored_location(self, path: Path, entry: TableEntry) -> Location:
+        """The location of a stored entry as an operation acts on it: parsed by today's rules
+        and, when confined, owned by its namespace (13 otherwise). Every path that opens,
+        writes, vends or drops a table's data goes through here, never through the text."""
+        what = f"Table {describe((*path, entry.name))}"
+        location = locations.stored(entry.location, what)
+        if self._locations.enforced and not self._locations.owns(
+            location, self._namespace_dir(path)
+        ):
+            raise InvalidInputError(
+                f"{what}: its location lies outside what its namespace owns "
+                f"({locations.CONFINEMENT_RULE})"
+            )
+        return location
+
+    @contextlib.contextmanager
+    def _placing_table(
+        self, path: Path, name: str, location: object, verb: str
+    ) -> Generator[str, None, None]:
+        """The location of a table to declare, register or create (the caller's
+        ``location``, or the default for None), held for the block, in which the caller
+        creates the entry.
+
+        Checks run cheapest first, all before any catalog write: the namespace exists (1),
+        the text reads one way only (13), the namespace owns the place (13, when confined),
+        no catalog entry holds, lies inside or contains it (5, unless ``shared_locations``).
+        The last check and the block run under the location's claim (rules/claims.py), so of
+        two requests racing for one location exactly one creates its entry.
         """
         what = f"Table {describe((*path, name))}"
-        resolved = self._resolve_location(location, what)
-        self._locations.check(resolved, lambda: self._catalog_table_prefixes(path), what)
-        if not self._settings["shared_locations"]:
-            holder = self._location_holder(resolved, exclude=(path, name))
-            if holder is not None:
+        namespace_dir = self._namespace_dir(path)
+        if location is None and verb == "register":
+            locations.check_text(location, what)  # a register names its dataset
+        if location is None:
+            resolved = namespace_dir.child(name + tables.LANCE_SUFFIX)
+            given = f"{namespace_dir}/{name}{tables.LANCE_SUFFIX}"
+        else:
+            resolved = self._resolve_location(location, what)
+            given = str(location)
+        # One ownership check for the default and a caller's location alike: a symbolic link
+        # inside the namespace's directory may lead anywhere (the default resolves it too).
+        if not self._locations.owns(resolved, namespace_dir):
+            raise self._locations.refuse(resolved, what, given)
+        if self._settings["shared_locations"]:
+            yield str(resolved)
+            return
+        refusal = f"Cannot {verb} {what}"
+        with (
+            claims.claimed(resolved, self._claim_store, self.storage_options, refusal),
+            self._location_claim(resolved, refusal),
+        ):
+            if self._location_holder(path, name, resolved, namespace_dir) is not None:
                 raise TableAlreadyExistsError(
-                    f"Cannot {verb} table {describe((*path, name))}: location {resolved!r} "
-                    f"already exists as (or overlaps) the location of table {describe(holder)}; "
-                    "set shared_locations=true to allow it"
+                    f"Cannot {verb} table {describe((*path, name))}: its location already "
+                    "exists as, holds or lies inside the location of an existing catalog "
+                    "entry; set shared_locations=true to allow it"
                 )
-        return resolved
+            yield str(resolved)
 
-    def _namespace_properties(self, path: Path, properties: Mapping[str, Any]) -> dict[str, Any]:
-        """The properties of a namespace to create or overwrite, with every location property
-        resolved and (when enforced) confined."""
+    @contextlib.contextmanager
+    def _placing_namespace(
+        self, path: Path, properties: Mapping[str, Any]
+    ) -> Generator[dict[str, Any], None, None]:
+        """The properties of a namespace to create or overwrite, every location property
+        resolved, held for the block in which the caller writes the namespace.
+
+        When confined, the namespace's directory (the location given, or the default
+        ``<root>/<path>``) must pass the namespace rule (exactly its default directory, or one
+        segment below an allowed prefix apart from the root: 13), and, under the directory's
+        claim as for tables, no other namespace's directory or table entry may overlap it
+        (13). So namespace directories never nest, whichever is created first.
+        """
         checked = dict(properties)
         what = f"Namespace {describe(path)}"
+        directory: Location | None = None
         for key in self.NAMESPACE_LOCATION_KEYS:
             if key in checked:
                 location = self._resolve_location(checked[key], f"{what}: property {key}")
-                self._locations.check(
-                    location, lambda: self._catalog_namespace_prefixes(path), what
+                checked[key] = str(location)
+                directory = location
+        if not self._locations.enforced:
+            yield checked
+            return
+        layout = self._namespace_layout(path)
+        if directory is None:
+            if layout[1] is None:
+                raise InvalidInputError(
+                    f"{what}: the namespace has no default directory (the root cannot be read "
+                    "as a location, or the catalog lays out no directory for it): give it a "
+                    "location under an allowed_locations prefix, or configure the root property"
                 )
-                checked[key] = location
-        return checked
+            directory = layout[1]
+        if not self._locations.places_namespace(directory, path, layout):
+            rule = (
+                locations.RESERVED_RULE
+                if self._locations.reserved(directory)
+                else locations.NAMESPACE_RULE
+            )
+            raise InvalidInputError(f"{what}: location {str(directory)!r} is not allowed: {rule}")
+        refusal = f"Cannot create {what}"
+        with (
+            claims.claimed(directory, self._claim_store, self.storage_options, refusal),
+            self._location_claim(directory, refusal),
+        ):
+            if self._namespace_location_taken(path, directory, layout[0]):
+                raise InvalidInputError(
+                    f"{what}: its directory {str(directory)!r} overlaps an existing catalog "
+                    "entry or another namespace's directory"
+                )
+            yield checked
 
-    def _location_holder(self, location: str, exclude: tuple[Path, str]) -> tuple[str, ...] | None:
-        """The id of another Lance table whose location is ``location``, holds it or lies
-        under it, or None. Reads every namespace of the catalog (see the README for the
-        cost); stored locations that cannot be resolved are skipped."""
-        for path, name, stored in self._lance_locations():
-            if (path, name) == exclude or not stored:
+    def _namespace_location_taken(
+        self, path: Path, location: Location, tree: Location | None
+    ) -> bool:
+        """Whether another namespace's directory or any table entry overlaps ``location``
+        (a catalog-wide search: namespaces are created rarely). A namespace whose directory
+        is the ``tree`` itself does not count: that is the catalog's own layout (HMS's
+        warehouse is its ``default`` database's directory), which owns nothing when
+        confined."""
+        for other in self._catalog_table_namespaces():
+            if other == path:
                 continue
-            try:
-                other = locations.resolve(tables.plain_location(stored), None, "stored")
-            except InvalidInputError:
-                continue
-            if locations.overlap(location, other):
-                return (*path, name)
+            with contextlib.suppress(LanceNamespaceError):
+                directory = self._namespace_dir(other, judged=False)
+                if (tree is None or not directory.same(tree)) and directory.overlaps(location):
+                    return True
+        return any(
+            _overlaps(location, stored)
+            for other, _, stored in self._entry_locations(None, path)
+            if other != path
+        )
+
+    def _location_holder(
+        self,
+        path: Path,
+        name: str,
+        location: Location,
+        namespace_dir: Location,
+        everywhere: bool = False,
+    ) -> tuple[str, ...] | None:
+        """Another catalog entry (table of any format, or namespace directory) whose location
+        is ``location``, holds it or lies inside it, or None.
+
+        Where to look (see docs/locations.md): confined, a location strictly inside the
+        namespace's own directory can only meet the entries of that namespace, when no
+        ``allowed_locations`` prefix overlaps the directory (another namespace's tables may lie
+        there; a confined rename never moves a table out of its directory). Unconfined, a
+        caller may have put or renamed a table anywhere, so every namespace is searched
+        (``everywhere``: always, for a drop). Stored text today's rules refuse is compared
+        as Lance reads it.
+        """
+        own_only = (
+            not everywhere
+            and location.is_under(namespace_dir, strictly=True)
+            and not self._locations.extra_overlaps(namespace_dir)
+            and self._locations.enforced
+        )
+        for other_path, other_name, stored in self._entry_locations(
+            path if own_only else None, path
+        ):
+            if (other_path, other_name) != (path, name) and _overlaps(location, stored):
+                return (*other_path, other_name)
+        if not own_only:
+            # A location holding another namespace's directory would take every table made
+            # there later. (One inside another namespace's directory is Hive's own layout:
+            # databases lie in the warehouse, the default database's directory; the entries
+            # found above are what may not be overlapped there.)
+            for other in self._catalog_table_namespaces():
+                if other == path:
+                    continue
+                with contextlib.suppress(LanceNamespaceError):
+                    if self._namespace_dir(other, judged=False).is_under(location):
+                        return other
         return None
 
-    def _lance_locations(self) -> Iterator[tuple[Path, str, str | None]]:
-        """(namespace, name, stored location) of every Lance table of the catalog."""
-        for path in self._catalog_table_namespaces():
+    def _entry_locations(
+        self, only: Path | None, current: Path
+    ) -> Iterator[tuple[Path, str, str | None]]:
+        """(namespace, name, stored location) of every table entry, Lance or not, of the
+        namespace ``only`` (None: of every namespace of the catalog)."""
+        namespaces = [only] if only is not None else self._catalog_table_namespaces()
+        for path in namespaces:
             try:
-                found = self._catalog_lance_locations(path)
+                found = self._catalog_entry_locations(path)
             except NamespaceNotFoundError:
+                if path == current:
+                    raise
                 continue  # dropped while we walked
             for name, stored in found.items():
                 yield path, name, stored
 
-    def _reason_to_keep_data(self, path: Path, name: str, entry: TableEntry) -> str | None:
-        """Why a drop must leave the table's data where it is, or None to delete it: its
-        location is outside the allowed prefixes, or another Lance table points there."""
+    def _check_moves_namespace(self, path: Path, name: str, entry: TableEntry) -> None:
+        """13 unless the table may be renamed into another namespace: confined, one whose
+        location lies in its namespace's directory may not, on any catalog. Its data would
+        stay where it is, no longer under its namespace, and the cheap overlap search (which
+        trusts that a namespace's directory holds only its own tables) would let a declare at
+        the default location of the old name share, and its drop delete, the data. Move
+        the data and register it instead; a table under an ``allowed_locations`` prefix
+        moves freely. Unconfined, every overlap search covers the whole catalog, so a
+        rename is free."""
+        if not self._locations.enforced:
+            return
         what = f"Table {describe((*path, name))}"
         try:
-            location = locations.resolve(tables.plain_location(entry.location), None, what)
+            location = locations.stored(entry.location, what)
+            namespace_dir = self._namespace_dir(path, judged=False)
+        except InvalidInputError:
+            raise InvalidInputError(
+                f"Cannot rename {what} into another namespace: its location cannot be judged "
+                "by today's rules"
+            ) from None
+        if location.overlaps(namespace_dir):
+            raise InvalidInputError(
+                f"Cannot rename {what} into another namespace: its data lies in its "
+                "namespace's directory, which holds only that namespace's tables; copy the "
+                "data under the new namespace and register it there"
+            )
+
+    def _reason_to_keep_data(self, path: Path, name: str, entry: TableEntry) -> str | None:
+        """Why a drop must leave the table's data where it is, or None to delete Lance's files
+        there: its location fails today's rules, lies outside what the namespace owns, lies in
+        a store whose files we do not delete one by one, or another catalog entry of any
+        namespace points at, into or around it (a search of the whole catalog: a drop must
+        find an entry made before today's rules, or renamed, wherever it is)."""
+        what = f"Table {describe((*path, name))}"
+        try:
+            location = locations.stored(entry.location, what)
         except InvalidInputError as error:
             return f"its location cannot be resolved ({error})"
-        if not self._locations.allows(location, lambda: self._catalog_table_prefixes(path)):
+        if location.scheme not in DELETES_FILES_IN:
+            return (
+                f"lance-metastore deletes Lance's files only on {', '.join(DELETES_FILES_IN)}; "
+                "delete them with the store's own tools"
+            )
+        try:
+            namespace_dir = self._namespace_dir(path, judged=self._locations.enforced)
+        except InvalidInputError as error:
+            return f"its namespace's directory cannot be resolved ({error})"
+        if not self._locations.owns(location, namespace_dir):
             return f"its location is outside the allowed prefixes ({locations.CONFINEMENT_RULE})"
-        holder = self._location_holder(location, exclude=(path, name))
+        holder = self._location_holder(path, name, location, namespace_dir, everywhere=True)
         if holder is not None:
-            return f"table {describe(holder)} still points at it"
+            return "another catalog entry still points at it"
         return None
 
     def _require_table(self, path: Path, name: str) -> TableEntry:
         entry = self._catalog_get_table(path, name)
         if entry is None:
             raise lance_error(TableNotFoundError, describe((*path, name)))
+        if tables.fenced(entry.parameters):  # being removed (a failed create's undo)
+            raise lance_error(TableNotFoundError, describe((*path, name)), "(being removed)")
         return entry
 
     def _require_lance_table(self, path: Path, name: str) -> TableEntry:
@@ -461,36 +677,57 @@ class CatalogCore(LanceNamespace):
         return self.storage_options or None
 
     def _answered_storage_options(
-        self, location: str, vend_credentials: bool | None
+        self, location: str, vend_credentials: bool | None, path: Path | None = None
     ) -> dict[str, str] | None:
-        """What a describe/declare answer carries: vended credentials where configured."""
+        """What a describe/declare answer carries: vended credentials where configured.
+
+        The vendor judges the stored location by today's rules; for a stored entry (``path``
+        given) a confined namespace also re-checks that the namespace owns the place (an
+        entry made before confinement gets no credentials)."""
+        if (
+            path is not None
+            and self._vendor.enabled
+            and vend_credentials is not False
+            and self._locations.enforced
+        ):
+            from ..rules.credentials import vended_location
+
+            where = vended_location(location)
+            if not self._locations.owns(where, self._namespace_dir(path)):
+                raise InvalidInputError(
+                    "Cannot vend credentials for this table: its location lies outside what "
+                    f"its namespace owns ({locations.CONFINEMENT_RULE})"
+                )
         return self._vendor.storage_options(location, self.storage_options, vend_credentials)
 
     def _open_dataset(self, location: str) -> LanceDataset:
+        """The dataset at ``location`` (text the catalog holds or a placement yielded), opened
+        at its canonical form: text today's rules refuse is never handed to Lance (13)."""
         import lance
 
-        return lance.dataset(location, storage_options=self.storage_options or None)
+        where = locations.stored(location, "Table")
+        return lance.dataset(str(where), storage_options=self.storage_options or None)
 
     def _adopt_latest_version(self, location: str, parameters: dict[str, str]) -> dict[str, str]:
         """``parameters`` moved to the latest version on storage: where a catalog-managed table
         starts when a dataset is registered, and what it adopts of versions committed around it."""
         version = self._open_dataset(location).version
-        local = tables.plain_location(location) or location
-        v1_name = os.path.join(local, "_versions", versions.manifest_name(version, "V1"))
-        scheme = "V1" if "://" not in local and os.path.exists(v1_name) else "V2"
+        local = str(locations.stored(location, "Table"))
+        # The naming scheme as storage shows it (local disk or object store alike).
+        scheme = "V1" if self._manifests.holds_final(local, version, "V1") else "V2"
         record = versions.older_record(local, version, scheme, None)
         commit = versions.Commit(version, record.manifest_path, None, None, scheme)
         return commit.parameters(parameters)
 
     def _dataset_schema(self, location: str | None) -> pa.Schema | None:
         """The Lance schema at ``location``, or None when no dataset is there yet."""
-        location = tables.plain_location(location)
         if not location:
             return None
-        if "://" not in location and not os.path.isdir(os.path.join(location, "_versions")):
+        where = locations.stored(location, "Table")  # 13 for text today's rules refuse
+        if where.local and not os.path.isdir(os.path.join(where.key, "_versions")):
             return None  # cheap local check before asking Lance
         try:
-            return self._open_dataset(location).schema
+            return self._open_dataset(str(where)).schema
         except Exception:
             return None
 
@@ -559,13 +796,28 @@ class CatalogCore(LanceNamespace):
 
     @abstractmethod
     def _require_managed_table(self, path: Path, name: str) -> TableEntry:
-        """The entry of a catalog-managed Lance table, or the spec's refusal (:mod:`.versions`)."""
+        """The entry of a catalog-managed Lance table, or the spec's refusal (:mod:`.commits`)."""
 
     @abstractmethod
-    def _finalize(
-        self, entry: TableEntry, committed: Mapping[str, str], records: list[TableVersion]
-    ) -> list[TableVersion]:
-        """The records of versions just committed, their manifests final (:mod:`.versions`)."""
+    def _record_columns(
+        self, path: Path, name: str, schema: pa.Schema, before: TableEntry | None = None
+    ) -> list[CatalogColumn]:
+        """Make the catalog's columns mirror ``schema``, through the commit routine
+        (:mod:`.commits`)."""
+
+    @abstractmethod
+    def _remove_untouched(
+        self, path: Path, name: str, declared: Mapping[str, str] | None = None
+    ) -> str:
+        """Remove a declared entry only while untouched (``declared``: the parameters it was
+        declared with, when known), fenced against the commit routine; "removed", "kept" or
+        "absent" (:mod:`.commits`)."""
+
+    @abstractmethod
+    def _reregister(
+        self, path: Path, entry: TableEntry, columns: list[CatalogColumn]
+    ) -> dict[str, str]:
+        """Register overwrite of an existing entry, through the commit routine (:mod:`.commits`)."""
 
     # ----------------------------------------------------------------------------------------
     # Lance datasets: open a table's dataset the way its owner requires, keep columns true
@@ -590,6 +842,7 @@ class CatalogCore(LanceNamespace):
         import lance
 
         target = describe((*path, entry.name))
+        where = self._stored_location(path, entry)  # today's rules, ownership when confined
         if self._managed_versioning(entry):
             if branch:
                 raise UnsupportedOperationError(
@@ -605,13 +858,12 @@ class CatalogCore(LanceNamespace):
                     storage_options=self.storage_options or None,
                 )
         else:
-            location = tables.plain_location(entry.location) or ""
-            if "://" not in location and not os.path.isdir(os.path.join(location, "_versions")):
+            if where.local and not os.path.isdir(os.path.join(where.key, "_versions")):
                 raise InvalidTableStateError(
-                    f"Table {target} is declared and holds no data yet (nothing at {location!r})"
+                    f"Table {target} is declared and holds no data yet (nothing at {str(where)!r})"
                 )
             with lance_errors("open", f"table {target}"):
-                dataset = lance.dataset(location, storage_options=self.storage_options or None)
+                dataset = lance.dataset(str(where), storage_options=self.storage_options or None)
         if version is None and branch is None:
             return dataset
         reference: Any = version if branch is None else (branch, version)
@@ -622,62 +874,6 @@ class CatalogCore(LanceNamespace):
         """The table's dataset as it is now, read again from the catalog after a change."""
         return self._dataset(path, self._require_lance_table(path, name))
 
-    def _retry_conflicts(self, target: str, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` (one conditional catalog write that reads the entry afresh) until it
-        stops losing races to concurrent writes; ConcurrentModificationError only once
-        :data:`CONFLICT_RETRY_SECONDS` have passed with every attempt refused."""
-        deadline = time.monotonic() + CONFLICT_RETRY_SECONDS
-        tries = 0
-        while True:
-            try:
-                return attempt()
-            except ConcurrentModificationError:
-                if time.monotonic() > deadline:
-                    raise ConcurrentModificationError(
-                        f"{target} kept changing for {CONFLICT_RETRY_SECONDS:.0f} s: "
-                        f"{tries + 1} conditional updates lost to concurrent commits"
-                    ) from None
-            time.sleep(CONFLICT_BACKOFF.delay(tries))
-            tries += 1
-
-    def _record_columns(
-        self,
-        path: Path,
-        name: str,
-        schema: pa.Schema,
-        before: TableEntry | None = None,
-    ) -> list[CatalogColumn]:
-        """Make the catalog's columns mirror ``schema`` after a change that may alter it.
-
-        ``before`` is the entry read before the change: when its columns already match, no
-        catalog call is made (appends, merges and most updates keep the schema). Otherwise
-        only the columns change, conditionally on the entry as read just before (see
-        :meth:`_catalog_set_columns`): a concurrent commit is never undone. A lost race is
-        retried, with the schema of the table's latest version then, so the columns end up
-        neither failed nor stale, whatever committed in between.
-        """
-        columns = catalog_columns(schema)
-        if before is not None and before.columns == columns:
-            return columns
-        target = f"Table {describe((*path, name))}"
-        lost_race = False
-
-        def attempt() -> list[CatalogColumn]:
-            nonlocal columns, lost_race
-            entry = self._require_lance_table(path, name)
-            if lost_race:
-                latest = self._table_schema(path, entry)
-                columns = catalog_columns(latest) if latest is not None else columns
-            if entry.columns != columns:
-                try:
-                    self._catalog_set_columns(path, entry, columns)
-                except ConcurrentModificationError:
-                    lost_race = True
-                    raise
-            return columns
-
-        return self._retry_conflicts(target, attempt)
-
 
 def _target(raw_id: object) -> str:
     if raw_id is None:  # an operation over several objects (a batch) names them itself
@@ -686,3 +882,30 @@ def _target(raw_id: object) -> str:
         return describe(split_identifier(raw_id))
     except LanceNamespaceError:
         return repr(raw_id)
+
+
+def _overlaps(location: Location, stored: str | None) -> bool:
+    """Whether a stored location (text the catalog holds) overlaps ``location``. Text that
+    today's rules refuse (an entry made before them) is read leniently, as Lance would open
+    it: query and fragment dropped, percent-decoded, dot segments resolved. Text no reading
+    makes a place of (``%00``) overlaps everything: a check refuses (5/13, naming nothing) or a
+    drop keeps the data rather than guess where such an entry's data lies."""
+    if not stored:
+        return False
+    try:
+        return location.overlaps(locations.stored(stored, "stored"))
+    except InvalidInputError:
+        pass
+    try:
+        return location.overlaps(locations.lenient(stored))
+    except InvalidInputError:
+        return True
+
+
+def _root_location(root: str) -> Location | None:
+    """The root as a prefix; None (it allows nothing) when today's rules refuse its text (an
+    unconfigured root is the working directory, whatever its name)."""
+    try:
+        return Location.parse(root, None, "root")
+    except InvalidInputError:
+        return None

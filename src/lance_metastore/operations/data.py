@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from lance_namespace import (
     UpdateTableResponse,
 )
 from lance_namespace.errors import (
+    ConcurrentModificationError,
     InvalidInputError,
     TableAlreadyExistsError,
     TableColumnNotFoundError,
@@ -42,7 +44,7 @@ from lance_namespace.errors import (
     UnsupportedOperationError,
 )
 
-from ..rules import tables
+from ..rules import locations, tables
 from ..rules.errors import lance_error
 from ..rules.identifiers import Path, describe
 from ..rules.requests import (
@@ -76,6 +78,11 @@ _QueryRequest = QueryTableRequest | AnalyzeTableQueryPlanRequest
 DEFAULT_VECTOR_COLUMN = "vector"
 
 
+def _own(parameters: Mapping[str, str]) -> dict[str, str]:
+    """The parameters this library sets (a catalog may add its own, as Hive's DDL time)."""
+    return {k: v for k, v in parameters.items() if tables.is_own_parameter(k)}
+
+
 def _no_branch(branch: str | None, what: str) -> None:
     if branch:
         raise UnsupportedOperationError(f"{what} on a branch is not supported")
@@ -105,6 +112,7 @@ class TableDataOps(CatalogCore):
         import lance
 
         target = f"table {describe((*path, entry.name))}"
+        where = self._stored_location(path, entry)  # today's rules, ownership when confined
         has_data = self._has_committed_data(entry)
         if has_data:
             current = self._dataset(path, entry)
@@ -121,7 +129,7 @@ class TableDataOps(CatalogCore):
                 )
             return lance.write_dataset(
                 data,
-                tables.plain_location(entry.location),
+                str(where),
                 mode=mode if has_data else CREATE,
                 storage_options=self.storage_options or None,
             )
@@ -139,6 +147,11 @@ class TableDataOps(CatalogCore):
             if existing is not None:
                 if mode == CREATE or not existing.is_lance:
                     raise lance_error(TableAlreadyExistsError, describe((*path, name)))
+                if tables.fenced(existing.parameters):  # a failed create's undo removes it
+                    raise ConcurrentModificationError(
+                        f"Table {describe((*path, name))} is being removed (its create "
+                        "failed): retry"
+                    )
                 if mode == OVERWRITE:
                     data = read_ipc_stream(request_data, target)
                     dataset = self._write(path, existing, data, OVERWRITE)
@@ -147,16 +160,28 @@ class TableDataOps(CatalogCore):
                 return self._created(existing, self._current_version(path, existing))
             # The rows are decoded only once the target is known to take them.
             data = read_ipc_stream(request_data, target)
-            location = self._default_location(path, name)
-            entry = TableEntry(name=name, location=location, parameters=parameters)
-            local = tables.plain_location(location) or ""
-            fresh = "://" not in local and not os.path.exists(local)
-            # Declared first, so the catalog decides who creates it; undone if the write fails.
-            self._catalog_create_table(path, entry, [])
+            default = self._namespace_dir(path).child(name + tables.LANCE_SUFFIX)
+            # Only a directory this call makes is removed if the write fails: one that existed
+            # before (empty or not) is never touched.
+            fresh = default.local and not os.path.lexists(default.key)
+            with self._placing_table(path, name, None, "create") as location:
+                if self._dataset_schema(location) is not None:
+                    # A dataset left there (a deregistered table): a create never adopts or
+                    # appends to it, whoever manages the versions (register_table does).
+                    raise lance_error(
+                        TableAlreadyExistsError,
+                        describe((*path, name)),
+                        f"(Dataset already exists: {location}; register it instead)",
+                    )
+                entry = TableEntry(name=name, location=location, parameters=parameters)
+                local = default.key if location == str(default) else ""
+                # Declared first, so the catalog decides who creates it; undone if the write
+                # fails.
+                self._catalog_create_table(path, entry, [])
             try:
                 dataset = self._write(path, entry, data, CREATE)
             except BaseException:
-                self._undo_declare(path, entry, local if fresh else None)
+                self._undo_declare(path, entry, local if fresh and local else None)
                 raise
             self._record_columns(path, name, dataset.schema, entry)
             entry = self._require_lance_table(path, name)
@@ -164,7 +189,7 @@ class TableDataOps(CatalogCore):
 
     def _created(self, entry: TableEntry, version: int) -> CreateTableResponse:
         return CreateTableResponse(
-            location=entry.location,
+            location=locations.answered(entry.location, f"Table {entry.name}"),
             version=version,
             storage_options=self._storage_options_or_none(),
             properties=dict(entry.parameters),
@@ -176,15 +201,27 @@ class TableDataOps(CatalogCore):
         return self._dataset(path, entry).version
 
     def _undo_declare(self, path: Path, entry: TableEntry, made_directory: str | None) -> None:
-        """A create whose write failed: remove the entry, and the directory the write made
-        (only one that did not exist before: a dataset already there is never touched)."""
+        """A create whose write failed: remove the entry and the directory the write made,
+        but only while no one else used them. Between the declaration and the failure another
+        writer may have written the table (an insert, a commit): an entry that moved from the
+        one declared (columns recorded, a version committed) stays, the removal is fenced
+        against commits racing it (:meth:`_remove_untouched`), and a directory holding a
+        dataset (a ``_versions/`` with a manifest) is never removed; the caller answers the
+        original error either way."""
+        target = describe((*path, entry.name))
         try:
-            self._catalog_delete_table(path, entry.name)
+            outcome = self._remove_untouched(path, entry.name, entry.parameters)
         except Exception as error:  # the original failure matters more
+            logger.warning("could not undo the entry of %s: %s", target, error)
+            outcome = "kept"
+        if outcome == "kept":
             logger.warning(
-                "could not undo the entry of %s: %s", describe((*path, entry.name)), error
+                "table %s: its entry stays (used by another writer, or not removed)", target
             )
-        if made_directory:
+        versions_dir = os.path.join(made_directory or "", "_versions")
+        if made_directory and os.path.isdir(versions_dir) and os.listdir(versions_dir):
+            logger.warning("table %s holds a dataset it did not write: its data stays", target)
+        elif made_directory and outcome != "kept":
             shutil.rmtree(made_directory, ignore_errors=True)
 
     def insert_into_table(

@@ -20,14 +20,9 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
-from lance_namespace.errors import (
-    InternalError,
-    InvalidInputError,
-    LanceNamespaceError,
-    UnsupportedOperationError,
-)
+from lance_namespace.errors import InvalidInputError, LanceNamespaceError
 
-from ..rules.errors import classify_lance_message
+from ..rules.errors import classify_lance_error
 
 
 def _short(message: str) -> str:
@@ -38,22 +33,28 @@ def _short(message: str) -> str:
 
 
 @contextlib.contextmanager
-def lance_errors(operation: str, target: str) -> Iterator[None]:
-    """Run Lance calls, raising what fails as the spec's error class naming ``target``."""
+def lance_errors(operation: str, target: str, *, caller_input: bool = False) -> Iterator[None]:
+    """Run Lance calls, raising what Lance raised as the spec's error class naming ``target``
+    (see :func:`~lance_metastore.rules.errors.classify_lance_error`).
+
+    Only the exceptions Lance raises are caught (its CommitConflictError, ValueError, OSError,
+    RuntimeError, Arrow's errors); a TypeError or KeyError is a fault of ours and goes on to
+    the operation's translation: 18 (REST 500) with its trace logged.
+
+    ``caller_input``: the call's arguments are the caller's own (an index's column and type,
+    a tag's name), and pylance refuses bad ones with a TypeError before Lance runs: 13."""
     try:
         yield
     except LanceNamespaceError:
         raise
-    except (ValueError, OSError, RuntimeError, KeyError, TypeError, pa.ArrowException) as error:
+    except TypeError as error:
+        if not caller_input:
+            raise
+        said = "".join(str(part) for part in error.args)  # pylance splits its words in args
+        raise InvalidInputError(f"Cannot {operation} {target}: {_short(said)}") from None
+    except (ValueError, OSError, RuntimeError, pa.ArrowException) as error:
         message = _short(str(error) or type(error).__name__)
-        kind = classify_lance_message(str(error))
-        if kind is None:
-            if isinstance(error, (ValueError, KeyError, TypeError, pa.ArrowInvalid)):
-                kind = InvalidInputError
-            elif isinstance(error, NotImplementedError):
-                kind = UnsupportedOperationError
-            else:
-                kind = InternalError
+        kind = classify_lance_error(error)
         raise kind(f"Cannot {operation} {target}: {message}") from None
 
 

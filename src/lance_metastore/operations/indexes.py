@@ -103,7 +103,7 @@ class TableIndexOps(CatalogCore):
         index_name = req.name or f"{req.column}_idx"
         if index_name in {index.name for index in dataset.describe_indices()}:
             raise lance_error(TableIndexAlreadyExistsError, f"index {index_name!r} of {target}")
-        with lance_errors(f"create index {index_name!r} on", target):
+        with lance_errors(f"create index {index_name!r} on", target, caller_input=True):
             if index_type in VECTOR_INDEX_TYPES:
                 options = {
                     k: getattr(req, k) for k in VECTOR_OPTIONS if getattr(req, k) is not None

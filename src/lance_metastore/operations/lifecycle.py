@@ -47,6 +47,7 @@ from lance_namespace_urllib3_client.models.fragment_summary import FragmentSumma
 from ..rules.errors import lance_error
 from ..rules.identifiers import Path, describe, join_identifier, split_identifier
 from ..rules.requests import RequestInput, coerce_request, request_id
+from ..rules.visibility import NAMESPACE, TABLE, viewer
 from .core import CatalogCore
 from .datasets import json_arrow_type, lance_errors
 
@@ -131,6 +132,8 @@ class TableLifecycleOps(CatalogCore):
                     describe((*new_path, new_name)),
                     f"(cannot rename {describe((*path, name))} to it)",
                 )
+            if new_path != path:
+                self._check_moves_namespace(path, name, entry)
             self._catalog_rename_table(path, entry, new_path, new_name)
             return RenameTableResponse()
 
@@ -161,21 +164,35 @@ class TableLifecycleOps(CatalogCore):
                 raise lance_error(NamespaceNotFoundError, describe(start))
             include_declared = req.include_declared is not False
 
-            def fetch() -> list[str]:
-                found: list[str] = []
-                pending: list[Path] = [start]
+            sees = self._pager.sees
+
+            def fetch() -> list[Path]:
+                # Walks only the namespaces the caller may see (nothing without a grant, all
+                # with one on the root), and opens only tables it may see.
+                found: list[Path] = []
+                pending: list[Path] = [start] if sees(start, NAMESPACE) else []
                 while pending:
                     path = pending.pop()
-                    pending.extend((*path, child) for child in self._catalog_list_namespaces(path))
+                    for child in self._catalog_list_namespaces(path):
+                        if sees((*path, child), NAMESPACE):
+                            pending.append((*path, child))
                     if not path:
                         continue
                     for table in self._catalog_list_lance_tables(path):
-                        if include_declared or self._has_data(path, table):
-                            found.append(join_identifier((*path, table)))
+                        table_id = (*path, table)
+                        if sees(table_id, TABLE) and (
+                            include_declared or self._has_data(path, table)
+                        ):
+                            found.append(table_id)
                 return found
 
-            names, token = self._pager.page(
-                ("all tables", start, include_declared), fetch, req.page_token, req.limit
+            names, token = self._pager.objects(
+                ("all tables", start, include_declared, viewer()),
+                fetch,
+                req.page_token,
+                req.limit,
+                kind=TABLE,
+                render=join_identifier,
             )
             return ListTablesResponse(tables=names, page_token=token)
 

@@ -7,6 +7,8 @@ names.
 
 from __future__ import annotations
 
+from typing import Any
+
 from lance_namespace import (
     CreateNamespaceRequest,
     CreateNamespaceResponse,
@@ -27,7 +29,7 @@ from lance_namespace.errors import (
 )
 
 from ..rules.errors import lance_error
-from ..rules.identifiers import describe
+from ..rules.identifiers import Path, describe
 from ..rules.requests import (
     CASCADE,
     CREATE,
@@ -41,6 +43,7 @@ from ..rules.requests import (
 )
 from ..rules.requests import request_id as _raw_id
 from ..rules.requests import request_mode as _mode
+from ..rules.visibility import NAMESPACE
 from .core import CatalogCore
 
 
@@ -62,22 +65,27 @@ class NamespaceOps(CatalogCore):
                         NamespaceAlreadyExistsError, describe(path), "(it always exists)"
                     )
                 return CreateNamespaceResponse(properties=self._catalog_root_properties())
-            properties = self._namespace_properties(path, properties)
-            if mode == OVERWRITE and self._catalog_get_namespace(path) is not None:
+            with self._placing_namespace(path, properties) as properties:
+                return self._write_namespace(path, properties, mode)
+
+    def _write_namespace(
+        self, path: Path, properties: dict[str, Any], mode: str
+    ) -> CreateNamespaceResponse:
+        if mode == OVERWRITE and self._catalog_get_namespace(path) is not None:
+            self._catalog_replace_namespace_properties(path, properties)
+            return CreateNamespaceResponse(properties=self._stored_properties(properties))
+        try:
+            # Create first: one catalog call in the common case, and no check-then-act race.
+            self._catalog_create_namespace(path, properties)
+        except NamespaceAlreadyExistsError:
+            if mode == CREATE:
+                raise
+            if mode == OVERWRITE:
                 self._catalog_replace_namespace_properties(path, properties)
                 return CreateNamespaceResponse(properties=self._stored_properties(properties))
-            try:
-                # Create first: one catalog call in the common case, and no check-then-act race.
-                self._catalog_create_namespace(path, properties)
-            except NamespaceAlreadyExistsError:
-                if mode == CREATE:
-                    raise
-                if mode == OVERWRITE:
-                    self._catalog_replace_namespace_properties(path, properties)
-                    return CreateNamespaceResponse(properties=self._stored_properties(properties))
-                existing = self._catalog_get_namespace(path)
-                return CreateNamespaceResponse(properties=existing or {})
-            return CreateNamespaceResponse(properties=self._stored_properties(properties))
+            existing = self._catalog_get_namespace(path)
+            return CreateNamespaceResponse(properties=existing or {})
+        return CreateNamespaceResponse(properties=self._stored_properties(properties))
 
     def describe_namespace(self, request: RequestInput = None) -> DescribeNamespaceResponse:
         raw_id = _raw_id(request)
@@ -139,10 +147,12 @@ class NamespaceOps(CatalogCore):
         with self._operation("list namespaces of", raw_id):
             req = coerce_request(request, ListNamespacesRequest)
             path = self._namespace_path(req.id)
-            names, token = self._pager.page(
+            names, token = self._pager.objects(
                 ("namespaces", path),
-                lambda: self._catalog_list_namespaces(path),
+                lambda: [(*path, name) for name in self._catalog_list_namespaces(path)],
                 req.page_token,
                 req.limit,
+                kind=NAMESPACE,
+                render=lambda object_id: object_id[-1],
             )
             return ListNamespacesResponse(namespaces=names, page_token=token)

@@ -139,7 +139,7 @@ class TableRefOps(CatalogCore):
             req = coerce_request(request, request_type)
             tag, target, tags = self._tag_of(req)
             point = tags.create if verb == "create" else tags.update
-            with lance_errors(f"{verb} tag {tag!r} of", target):
+            with lance_errors(f"{verb} tag {tag!r} of", target, caller_input=True):
                 point(tag, _reference(req.version, req.branch, target))
 
     def delete_table_tag(self, request: RequestInput = None) -> DeleteTableTagResponse:

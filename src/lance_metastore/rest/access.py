@@ -10,6 +10,24 @@ namespaces on the way to a grant (to navigate), nothing else of them.
 The decision depends on the policy alone, never on whether the object exists: a caller who may
 not see an object's namespace gets the answer of a missing object (404), one who may see it
 but not act gets 403 (code 15). :data:`OPERATION_PRIVILEGES` maps every spec operation once.
+
+Every decision runs on the **canonical id**, the id as the backend acts on it (its
+``canonical_id``: Glue and Hive lower-case ASCII letters): ``DB$T`` is judged as ``db$t``. A
+policy's grants are canonicalised the same way when the policy loads (and when the server
+binds it to its namespace); a grant no id can ever match (a name the backend refuses) is a
+load error naming it. Listings apply :meth:`AccessControl.visible` inside the listing, before
+the page is cut (:mod:`~lance_metastore.rules.visibility`).
+
+Principals are **scheme-qualified**: a grant names ``bearer:alice``, ``api-key:etl``,
+``jwt:alice`` (the scheme that proved the caller, then its name), ``*`` for everyone, or a
+name the policy's ``principals`` object maps to such identities::
+
+    {"principals": {"platform": ["bearer:platform", "jwt:platform"]},
+     "grants": [{"principal": "platform", "namespace": [], "privilege": "manage"},
+                {"principal": "jwt:alice", "namespace": ["sales"], "privilege": "read"}]}
+
+An unqualified name that the policy does not map is a load error: a JWT whose ``sub`` is
+``platform`` is never the token principal ``platform``.
 """
 
 from __future__ import annotations
@@ -18,24 +36,35 @@ import enum
 import json
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from lance_namespace.errors import (
     ErrorCode,
+    LanceNamespaceError,
     NamespaceNotFoundError,
     TableNotFoundError,
 )
 
 from ..rules.errors import LANCE_PHRASES
-from ..rules.identifiers import describe
-from .auth import Authenticator, Headers, InvalidCredentials, Principal
+from ..rules.identifiers import DELIMITER, Path, describe, split_identifier
+from ..rules.visibility import NAMESPACE, TABLE
+from .auth import Authenticator, Headers, InvalidCredentials, Principal, read_private_file
+from .auth import _SecretsFileScheme as SecretsFileScheme
 
 logger = logging.getLogger("lance_metastore.rest")
 
 ANONYMOUS = Principal("anonymous", "none")
 EVERYONE = "*"  # a policy entry for every principal, anonymous included
+
+# (id, NAMESPACE or TABLE) -> the id as the backend acts on it; raises the backend's
+# InvalidInputError for an id it refuses. The identity for a namespace we know nothing of.
+Canonical = Callable[[Sequence[str], str], Path]
+
+
+def as_given(parts: Sequence[str], kind: str) -> Path:
+    return tuple(parts)
 
 
 class Privilege(enum.IntEnum):
@@ -76,12 +105,18 @@ def _rules(privilege: Privilege, target: Target, *names: str) -> dict[str, Rule]
 
 
 P, NS, T = Privilege, Target.NAMESPACE, Target.TABLE
+
+# Operations whose id is a table's id followed by a transaction's: judged on the table.
+TRANSACTION_OPERATIONS = frozenset({"describe_transaction", "alter_transaction"})
+
 OPERATION_PRIVILEGES: dict[str, Rule] = {
     "list_namespaces": Rule(P.LIST, NS, navigates=True),
     "namespace_exists": Rule(P.LIST, NS, navigates=True),
     **_rules(P.LIST, NS, "describe_namespace", "list_tables"),
     **_rules(P.CREATE, NS, "create_namespace", "drop_namespace"),
-    "list_all_tables": Rule(P.LIST, Target.NONE),
+    # With an id, a namespace the caller must see (else 404, as for a missing one); without,
+    # the whole catalog, of which the caller is shown its visible tables only.
+    "list_all_tables": Rule(P.LIST, NS, navigates=True),
     **_rules(P.LIST, T, "describe_table", "table_exists"),
     **_rules(
         P.READ,
@@ -166,8 +201,9 @@ class Grant:
 
 
 class Policy:
-    """The grants of a policy file, indexed by principal. ``None`` as a policy (no file) lets
-    every authenticated caller do everything, as a single-token server always did."""
+    """The grants of a policy file, indexed by scheme-qualified principal. ``None`` as a policy
+    (no file) lets every authenticated caller do everything, as a single-token server always
+    did."""
 
     def __init__(self, grants: Iterable[Grant]) -> None:
         self.grants: dict[str, list[Grant]] = {}
@@ -175,13 +211,14 @@ class Policy:
             self.grants.setdefault(grant.principal, []).append(grant)
 
     @classmethod
-    def from_file(cls, path: str) -> Policy:
+    def from_file(cls, path: str, canonical: Canonical = as_given) -> Policy:
         """A policy from a JSON file, or YAML (``.yaml``/``.yml``, needs PyYAML)::
 
-        {"grants": [{"principal": "analyst", "namespace": ["sales"], "privilege": "read"}]}
+        {"grants": [{"principal": "bearer:analyst", "namespace": ["sales"], "privilege": "read"}]}
+
+        The file is refused, like a token file, when other users can change it.
         """
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_private_file(path, "policy file", lambda _: None)
         if path.endswith((".yaml", ".yml")):
             try:
                 import yaml
@@ -199,7 +236,7 @@ class Policy:
                 content = json.loads(text)
             except ValueError as error:
                 raise ValueError(f"The policy file {path} does not parse: {error}") from None
-        return cls(_grants_of(content, path))
+        return cls(_grants_of(content, path, canonical))
 
     def privilege(self, principal: Principal, path: Sequence[str]) -> Privilege | None:
         """The highest privilege ``principal`` holds on ``path`` (None: none)."""
@@ -222,15 +259,18 @@ class Policy:
         return self.privilege(principal, path) is not None or self.leads_to_grant(principal, path)
 
     def _grants_of(self, principal: Principal) -> list[Grant]:
-        return self.grants.get(principal.name, []) + self.grants.get(EVERYONE, [])
+        return self.grants.get(principal.qualified, []) + self.grants.get(EVERYONE, [])
 
 
-def _grants_of(content: Any, path: str) -> list[Grant]:
-    entries = content.get("grants") if isinstance(content, dict) else None
-    if not isinstance(entries, list):
+def _grants_of(content: Any, path: str, canonical: Canonical) -> list[Grant]:
+    if not isinstance(content, dict) or not isinstance(content.get("grants"), list):
         raise ValueError(f"The policy file {path} must hold an object with a list 'grants'")
+    unknown = set(content) - {"grants", "principals"}
+    if unknown:
+        raise ValueError(f"The policy file {path}: unknown keys {sorted(unknown)}")
+    aliases = _principals_of(content.get("principals", {}), path)
     grants = []
-    for number, entry in enumerate(entries, 1):
+    for number, entry in enumerate(content["grants"], 1):
         where = f"The policy file {path}, grant {number}"
         if not isinstance(entry, dict) or set(entry) != {"principal", "namespace", "privilege"}:
             raise ValueError(f"{where}: needs exactly principal, namespace and privilege")
@@ -243,8 +283,111 @@ def _grants_of(content: Any, path: str) -> list[Grant]:
             privilege = Privilege.named(str(entry["privilege"]))
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from None
-        grants.append(Grant(principal, tuple(namespace), privilege))
+        prefix = _canonical_prefix(namespace, canonical, where)
+        for identity in _identities(principal, aliases, where):
+            grants.append(Grant(identity, prefix, privilege))
     return grants
+
+
+def _principals_of(content: Any, path: str) -> dict[str, list[str]]:
+    """The policy's ``principals`` object: a name -> the scheme-qualified identities it means."""
+    where = f"The policy file {path}, principals"
+    if not isinstance(content, dict):
+        raise ValueError(f"{where}: must map names to lists of scheme:name identities")
+    aliases: dict[str, list[str]] = {}
+    for name, identities in content.items():
+        if ":" in name or name == EVERYONE or not name:
+            # a name with a scheme would silently stand for other identities than its own
+            raise ValueError(
+                f"{where}: {name!r} cannot be a name here: a principals name has no ':' "
+                f"(that is a scheme-qualified identity) and is not {EVERYONE!r}"
+            )
+        if not isinstance(identities, list) or not identities:
+            raise ValueError(f"{where}: {name!r} must map to a list of scheme:name identities")
+        for identity in identities:
+            if not isinstance(identity, str) or not _is_qualified(identity):
+                raise ValueError(
+                    f"{where}: {name!r} maps to {identity!r}, which is not scheme:name "
+                    "(e.g. bearer:alice, api-key:etl, jwt:alice)"
+                )
+        aliases[name] = list(identities)
+    return aliases
+
+
+def _is_qualified(identity: str) -> bool:
+    scheme, colon, name = identity.partition(":")
+    return bool(colon and scheme and name)
+
+
+def _identities(principal: str, aliases: dict[str, list[str]], where: str) -> list[str]:
+    if principal == EVERYONE:
+        return [EVERYONE]
+    if principal in aliases:
+        return aliases[principal]
+    if _is_qualified(principal):
+        return [principal]
+    raise ValueError(
+        f"{where}: principal {principal!r} names no scheme: write bearer:{principal}, "
+        f"api-key:{principal} or jwt:{principal} (the scheme that proves the caller), or map "
+        f"{principal!r} to those identities under 'principals'"
+    )
+
+
+def _canonical_prefix(namespace: list[str], canonical: Canonical, where: str) -> Path:
+    """A grant's prefix as the backend names it; a prefix it would refuse can never match, nor
+    can a name holding the delimiter (every id form splits it: ``["a$b"]`` is never one
+    namespace ``a$b``)."""
+    for part in namespace:
+        if DELIMITER in part:
+            raise ValueError(
+                f"{where}: namespace {namespace!r} can never match as written: the name "
+                f"{part!r} holds the delimiter {DELIMITER!r}, which splits every id (write "
+                f"{list(split_identifier(namespace))!r} if that is meant)"
+            )
+    problems = []
+    for kind in (NAMESPACE, TABLE):
+        try:
+            return canonical(namespace, kind)
+        except LanceNamespaceError as error:
+            problems.append(str(error))
+    raise ValueError(
+        f"{where}: namespace {namespace!r} can never match, the catalog refuses it: {problems[0]}"
+    )
+
+
+def _check_scheme_name(authenticator: Authenticator) -> None:
+    """A scheme must name itself: its name qualifies every principal it proves, and without
+    one, principals of different schemes (``:bob``) would be one."""
+    scheme = getattr(authenticator, "scheme", "")
+    if not isinstance(scheme, str) or not scheme or ":" in scheme or scheme == "none":
+        raise ValueError(
+            f"The auth scheme {type(authenticator).__name__} needs a class attribute 'scheme': "
+            "a name without ':' other than 'none' (it qualifies its principals, e.g. proxy:bob)"
+        )
+
+
+def _check_distinct_principals(
+    authenticators: Sequence[Authenticator], staged: dict[int, Any] | None = None
+) -> None:
+    """Two schemes of one name (``--auth-token-file`` and ``--tokens-file`` are both
+    ``bearer``) must not prove one principal name by different secrets: ``bearer:token``
+    would be two callers the policy cannot tell apart."""
+    seen: dict[str, int] = {}
+    for number, authenticator in enumerate(authenticators):
+        if staged and number in staged:
+            names = staged[number].principals()
+        elif isinstance(authenticator, SecretsFileScheme):
+            names = authenticator.principal_names()
+        else:
+            continue
+        for name in names:
+            qualified = f"{authenticator.scheme}:{name}"
+            if seen.setdefault(qualified, number) != number:
+                raise ValueError(
+                    f"Two auth schemes prove the principal {qualified!r}: rename one (the "
+                    "single token of --auth-token-file is 'token'; a tokens file must not "
+                    "list 'token' too)"
+                )
 
 
 @dataclass(frozen=True)
@@ -265,12 +408,26 @@ class AccessControl:
     """
 
     def __init__(
-        self, authenticators: Sequence[Authenticator] = (), policy_file: str | None = None
+        self,
+        authenticators: Sequence[Authenticator] = (),
+        policy_file: str | None = None,
+        canonical: Canonical = as_given,
     ) -> None:
         self.authenticators = list(authenticators)
+        for authenticator in self.authenticators:
+            _check_scheme_name(authenticator)
+        _check_distinct_principals(self.authenticators)
         self.policy_file = policy_file
-        self.policy = Policy.from_file(policy_file) if policy_file else None
+        self.canonical = canonical
+        self.policy = Policy.from_file(policy_file, canonical) if policy_file else None
         self._reloading = threading.Lock()
+
+    def bind(self, canonical: Canonical) -> None:
+        """Judge ids as the served namespace acts on them: the policy is loaded again with its
+        grants canonicalised by ``canonical`` (a ValueError names a grant that never matches)."""
+        with self._reloading:
+            policy = Policy.from_file(self.policy_file, canonical) if self.policy_file else None
+            self.canonical, self.policy = canonical, policy
 
     @property
     def authenticates(self) -> bool:
@@ -283,14 +440,25 @@ class AccessControl:
             self._reload()
 
     def _reload(self) -> None:
-        for authenticator in self.authenticators:
+        staged: dict[int, Any] = {}  # secrets files read first, applied only if distinct
+        for number, authenticator in enumerate(self.authenticators):
             try:
-                authenticator.reload()
+                if isinstance(authenticator, SecretsFileScheme):
+                    staged[number] = authenticator.read()
+                else:
+                    authenticator.reload()
             except Exception as error:
                 logger.error("reload of %r failed, keeping the old state: %s", authenticator, error)
+        try:
+            _check_distinct_principals(self.authenticators, staged)
+        except ValueError as error:
+            logger.error("reload of the secrets files refused, keeping the old ones: %s", error)
+        else:
+            for number, lookup in staged.items():
+                cast(SecretsFileScheme, self.authenticators[number]).apply(lookup)
         if self.policy_file:
             try:
-                self.policy = Policy.from_file(self.policy_file)
+                self.policy = Policy.from_file(self.policy_file, self.canonical)
             except (OSError, ValueError) as error:
                 logger.error("reload of the policy file failed, keeping the old one: %s", error)
         logger.warning("reloaded the server's credentials and policy files")
@@ -317,12 +485,18 @@ class AccessControl:
     def check(
         self, principal: Principal, operation: str, object_id: Sequence[str]
     ) -> Denial | None:
-        """None when ``principal`` may run ``operation`` on ``object_id``, else the denial."""
+        """None when ``principal`` may run ``operation`` on ``object_id``, else the denial.
+
+        The decision (and the message) is on the canonical id; an id the backend refuses
+        raises its InvalidInputError (400, whoever asks: it depends on the id alone)."""
         rule = OPERATION_PRIVILEGES[operation]
+        if self.policy is None:  # without a policy every admitted caller may do everything
+            return None
+        if operation in TRANSACTION_OPERATIONS:
+            object_id = tuple(object_id)[:-1]  # a transaction's id is its table's and its own
+        object_id = self.canonical(object_id, TABLE if rule.target is Target.TABLE else NAMESPACE)
         held = self.privilege(principal, object_id)
         if held is not None and held >= rule.privilege:
-            return None
-        if self.policy is None:  # unreachable: without a policy everyone holds MANAGE
             return None
         if rule.navigates and self.policy.leads_to_grant(principal, object_id):
             return None
@@ -334,8 +508,8 @@ class AccessControl:
             return Denial(
                 403,
                 ErrorCode.PERMISSION_DENIED,
-                f"Permission denied: {principal.name} may not {operation} {describe(object_id)} "
-                f"(needs {rule.privilege.name.lower()})",
+                f"Permission denied: {principal.qualified} may not {operation} "
+                f"{describe(object_id)} (needs {rule.privilege.name.lower()})",
                 rule.privilege.name.lower(),
             )
         kind = TableNotFoundError if rule.target is Target.TABLE else NamespaceNotFoundError
@@ -358,17 +532,29 @@ class AccessControl:
 
     def storage_permission(self, principal: Principal, table_id: Sequence[str]) -> str:
         """The storage permission credentials vended to ``principal`` for the table may carry."""
-        return STORAGE_PERMISSION[self.privilege(principal, table_id)]
-
-    def visible_children(
-        self, principal: Principal, parent: Sequence[str], names: list[str]
-    ) -> list[str]:
-        """The namespaces under ``parent`` that ``principal`` may see."""
         if self.policy is None:
-            return names
-        policy = self.policy
-        return [name for name in names if policy.sees_namespace(principal, (*parent, name))]
+            return STORAGE_PERMISSION[Privilege.MANAGE]
+        return STORAGE_PERMISSION[self.privilege(principal, self._canonical_any(table_id))]
 
-    def visible_tables(self, principal: Principal, ids: Iterable[Sequence[str]]) -> list[bool]:
-        """For each table id, whether ``principal`` may see it."""
-        return [self.privilege(principal, table_id) is not None for table_id in ids]
+    def _canonical_any(self, object_id: Sequence[str]) -> Path:
+        for kind in (TABLE, NAMESPACE):
+            try:
+                return self.canonical(object_id, kind)
+            except LanceNamespaceError:
+                pass
+        return tuple(object_id)  # refused by the backend itself, right after
+
+    def visible(self, principal: Principal) -> Callable[[Sequence[str], str], bool] | None:
+        """What ``principal`` may see, as listings ask it (None: everything): a namespace on
+        the way to a grant or under one, a table under a grant. Ids come canonical from the
+        catalog's own listings."""
+        policy = self.policy
+        if policy is None:
+            return None
+
+        def visible(object_id: Sequence[str], kind: str) -> bool:
+            if kind == NAMESPACE:
+                return policy.sees_namespace(principal, object_id)
+            return policy.privilege(principal, object_id) is not None
+
+        return visible

@@ -9,30 +9,50 @@ spec gives that code; nothing else (no stack trace, no framework page) ever leav
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote_plus
 
 from lance_namespace import LanceNamespace
-from lance_namespace.errors import ErrorCode, LanceNamespaceError, UnsupportedOperationError
-from pydantic import BaseModel, ValidationError
+from lance_namespace.errors import (
+    ErrorCode,
+    InvalidInputError,
+    LanceNamespaceError,
+    UnsupportedOperationError,
+)
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ..operations.catalog import CatalogNamespace
 from ..rules.credentials import vending_at_most
-from ..rules.errors import is_worded_refusal, known_secrets, unsupported
+from ..rules.errors import is_worded_refusal, known_secrets, unsupported, wire_message
 from ..rules.extras import requires_extra
 from ..rules.identifiers import split_identifier
 from ..rules.json_nesting import nests_deeper_than
 from ..rules.redaction import scrub, shareable
+from ..rules.visibility import seen_by
+from . import metrics
 from .access import AccessControl, Denial
 from .arrow_bodies import DECODED_LIMIT_FACTOR, DecodedBodyTooLarge, arrow_body
 from .auth import BearerTokens, Principal
 from .disclosure import public_message
+from .fairness import (
+    DEFAULT_PER_ADDRESS_IN_FLIGHT,
+    DEFAULT_PER_PRINCIPAL_IN_FLIGHT,
+    InFlightLimit,
+    PrincipalConnections,
+    client_address,
+    principal_name,
+)
+from .listings import LISTINGS, ForeignListings
+from .offload import DEFAULT_MAX_JSON_BYTES, DEFAULT_WORKER_THREADS, WorkerPool
 from .openapi import openapi_document
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply, wire_kind
+from .routing import LastSegmentRouter
 from .security import (
     DEFAULT_MAX_BODY_BYTES,
     AuditMiddleware,
@@ -46,11 +66,10 @@ from .statuses import http_status
 
 with requires_extra("server"):
     from starlette.applications import Starlette
-    from starlette.concurrency import run_in_threadpool
     from starlette.convertors import Convertor, register_url_convertor
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
     from starlette.types import Scope
@@ -61,17 +80,23 @@ DEFAULT_DELIMITER = "$"
 # JSON bodies nested deeper than this are refused (the spec's requests nest a few levels).
 MAX_JSON_DEPTH = 64
 HEALTH_PATH = "/health"
+READY_PATH = "/ready"
+METRICS_PATH = "/metrics"
 OPENAPI_PATH = "/openapi.json"
+# Probes and scrapes: no caller credentials (/metrics has its own gate, see metrics.py).
+OPEN_PATHS = {HEALTH_PATH, READY_PATH, METRICS_PATH}
 
 
 def error_response(
     code: int, message: str, scope: Scope | None = None, status: int | None = None
 ) -> JSONResponse:
-    """The spec's error body; ``status`` overrides the code's own (404 for unknown routes)."""
+    """The spec's error body; ``status`` overrides the code's own (404 for unknown routes).
+    The message goes without the phrase Lance's clients put before it (``wire_message``)."""
     if scope is not None:
         note(scope, code=int(code))
     return JSONResponse(
-        {"error": message, "code": int(code)}, status_code=status or http_status(code)
+        {"error": wire_message(code, message), "code": int(code)},
+        status_code=status or http_status(code),
     )
 
 
@@ -101,7 +126,13 @@ def create_app(
     access: AccessControl | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_decoded_bytes: int | None = None,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    worker_threads: int = DEFAULT_WORKER_THREADS,
+    metrics_token: str | None = None,
+    max_in_flight_per_client: int = DEFAULT_PER_ADDRESS_IN_FLIGHT,
+    max_in_flight_per_principal: int = DEFAULT_PER_PRINCIPAL_IN_FLIGHT,
     audit_logger: logging.Logger | None = None,
+    audit_json: bool = False,
 ) -> Starlette:
     """The REST app for ``namespace``.
 
@@ -110,10 +141,18 @@ def create_app(
     object, for one the policy does not allow); ``app.state.access.reload()`` re-reads their
     files. ``auth_token`` is the short form of one bearer token (principal ``token``) and no
     policy. Without either, every caller may do everything. ``max_body_bytes`` caps request
-    bodies as they arrive, ``max_decoded_bytes`` (default 4x that) what an Arrow IPC data body
-    may decode to (both 413, code 13). One audit line per request goes to ``audit_logger``
-    (``lance_metastore.rest.audit`` by default). Our namespaces are switched to confined
-    locations (``confine_locations``) first: callers set locations only under allowed prefixes.
+    bodies as they arrive, ``max_json_bytes`` the JSON bodies of every operation but the data
+    ones (the body limit caps them too), ``max_decoded_bytes`` (default 4x the body limit)
+    what an Arrow IPC data body may decode to (all 413, code 13). Parsing, the namespace call
+    and encoding the answer run on at most ``worker_threads`` threads, never on the event loop
+    (``offload.py``); one client address may have ``max_in_flight_per_client`` requests in
+    progress, one principal ``max_in_flight_per_principal`` (429, code 21, past them: see
+    ``fairness.py``; connections per principal are the server's ``ClientLimits``). One audit
+    line per request goes to ``audit_logger``
+    (``lance_metastore.rest.audit`` by default; ``audit_json``: as JSON objects).
+    ``/metrics`` answers loopback callers, or with ``metrics_token`` those presenting it
+    (``metrics.py``). Our namespaces are switched to confined locations
+    (``confine_locations``) first: callers set locations only under allowed prefixes.
     """
     if max_decoded_bytes is None:
         max_decoded_bytes = DECODED_LIMIT_FACTOR * max_body_bytes
@@ -125,7 +164,18 @@ def create_app(
     confine = getattr(namespace, "confine_locations", None)
     if callable(confine):
         confine()
+    # Access is decided on ids as the namespace acts on them (see rest/access.py).
+    canonical = getattr(namespace, "canonical_id", None)
+    if callable(canonical):
+        access.bind(canonical)
+    # Under a policy, a listing that runs outside a caller's block shows nothing, not all.
+    foreign = None if isinstance(namespace, CatalogNamespace) else ForeignListings(namespace)
+    police = foreign.police if foreign is not None else getattr(namespace, "police_listings", None)
+    if access.policy is not None and callable(police):
+        police()
     document: dict[str, Any] = {}
+    pool = WorkerPool(worker_threads)
+    max_json_bytes = min(max_json_bytes, max_body_bytes)
 
     async def health(request: Request) -> Response:
         note(request.scope, operation="health")
@@ -137,8 +187,12 @@ def create_app(
             document.update(openapi_document())
         return JSONResponse(document)
 
+    metrics.install()
+    readiness = metrics.Readiness(namespace, pool)
     routes = [
         Route(HEALTH_PATH, health, methods=["GET"]),
+        Route(READY_PATH, readiness.endpoint, methods=["GET"]),
+        Route(METRICS_PATH, metrics.metrics_endpoint(metrics_token), methods=["GET"]),
         Route(OPENAPI_PATH, openapi, methods=["GET"]),
     ]
     for operation in sorted(OPERATIONS, key=_route_priority):
@@ -146,7 +200,9 @@ def create_app(
         routes.append(
             Route(
                 route_path,
-                _endpoint(namespace, operation, max_decoded_bytes, access),
+                _endpoint(
+                    namespace, operation, access, pool, max_json_bytes, max_decoded_bytes, foreign
+                ),
                 methods=[operation.method],
             )
         )
@@ -167,13 +223,31 @@ def create_app(
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(AuditMiddleware, logger=audit_logger),
-            Middleware(AuthenticationMiddleware, access=access, open_paths={HEALTH_PATH}),
+            Middleware(metrics.MetricsMiddleware),
+            Middleware(AuditMiddleware, logger=audit_logger, json_lines=audit_json),
+            Middleware(
+                InFlightLimit,
+                limit=max_in_flight_per_client,
+                key_of=client_address,
+                what="client address",
+                exempt=OPEN_PATHS,
+            ),
+            Middleware(AuthenticationMiddleware, access=access, open_paths=OPEN_PATHS),
+            Middleware(PrincipalConnections, exempt=OPEN_PATHS),
+            Middleware(
+                InFlightLimit,
+                limit=max_in_flight_per_principal,
+                key_of=principal_name,
+                what="principal",
+                exempt=OPEN_PATHS,
+            ),
             Middleware(BodyLimitMiddleware, max_bytes=max_body_bytes),
         ],
         exception_handlers={HTTPException: routing_error, Exception: unexpected},
     )
+    app.router = LastSegmentRouter(routes)  # the same routes, fewer tried (see routing.py)
     app.state.access = access
+    app.state.pool = pool
     return app
 
 
@@ -211,13 +285,47 @@ def spec_error(
 
 
 def _endpoint(
-    namespace: LanceNamespace, operation: Operation, max_decoded_bytes: int, access: AccessControl
+    namespace: LanceNamespace,
+    operation: Operation,
+    access: AccessControl,
+    pool: WorkerPool,
+    max_json_bytes: int,
+    max_decoded_bytes: int,
+    foreign: ForeignListings | None,
 ) -> Callable[..., Any]:
     method = getattr(namespace, operation.method_name)
     raw_route = _raw_route_pattern(operation)
     backend = type(namespace).__name__
     # Our namespaces check the target before reading rows: they get a lazily checked reader.
     lazy_rows = isinstance(namespace, CatalogNamespace)
+    if foreign is not None and operation.name in LISTINGS:
+        method = foreign.method(operation.name)  # paged by the server (see rest/listings.py)
+
+    json_body = operation.body in (Body.JSON, Body.MAP)
+
+    def handle(request: Request, route_id: str | None, body: bytes) -> Response:
+        """Everything after the bytes arrived, on a worker thread (see ``offload.py``)."""
+        scope = request.scope
+        principal = principal_of(scope)
+        model = _request_model(operation, request, route_id, body)
+        denial = _check_access(access, principal, operation, model)
+        if denial is not None:
+            return _refused(denial, scope)
+        if foreign is not None and access.policy is not None:
+            _refuse_unconfined_location(namespace, operation, model)
+        object_id = split_identifier(getattr(model, "id", None))
+        # the most credential vending may hand this caller (see rules/credentials.py),
+        # and what its listings show, before they page (see rules/visibility.py); both are
+        # set here, on the worker thread that runs the call
+        with (
+            vending_at_most(access.storage_permission(principal, object_id)),
+            seen_by(principal.qualified, access.visible(principal)),
+        ):
+            if operation.body is Body.ARROW:
+                result = method(model, arrow_body(body, max_decoded_bytes, lazy=lazy_rows))
+            else:
+                result = method(model)
+        return _render(operation, result)
 
     async def endpoint(request: Request) -> Response:
         scope = request.scope
@@ -225,27 +333,18 @@ def _endpoint(
         try:
             route_id = _route_id(request, raw_route)
             note(scope, object_id=route_id)
-            principal = principal_of(scope)
             if route_id is not None:  # refused before the body is read or judged
                 delimiter = request.query_params.get("delimiter") or DEFAULT_DELIMITER
                 route_object = split_identifier(parse_id(route_id, delimiter), delimiter)
-                denial = access.check(principal, operation.name, route_object)
+                denial = access.check(principal_of(scope), operation.name, route_object)
                 if denial is not None:
                     return _refused(denial, scope)
-            body = await request.body() if operation.body is not Body.NONE else b""
-            model = _request_model(operation, request, route_id, body)
-            denial = _check_access(access, principal, operation, model)
-            if denial is not None:
-                return _refused(denial, scope)
-            object_id = split_identifier(getattr(model, "id", None))
-            # the most credential vending may hand this caller (see rules/credentials.py)
-            with vending_at_most(access.storage_permission(principal, object_id)):
-                if operation.body is Body.ARROW:
-                    rows = arrow_body(body, max_decoded_bytes, lazy=lazy_rows)
-                    result = await run_in_threadpool(method, model, rows)
-                else:
-                    result = await run_in_threadpool(method, model)
-            return _render(operation, _visible_part(access, principal, operation, model, result))
+            body = b""
+            if operation.body is not Body.NONE:
+                body = await read_body(request, max_json_bytes if json_body else None)
+            return await pool.run(handle, request, route_id, body)
+        except ClientDisconnect:
+            return _client_gone(request)
         except DecodedBodyTooLarge as error:
             return error_response(error.code, str(error), scope, status=413)
         except (LanceNamespaceError, NotImplementedError) as error:
@@ -272,6 +371,22 @@ def _endpoint(
 # Access
 # ---------------------------------------------------------------------------------------------
 
+
+def _refuse_unconfined_location(
+    namespace: LanceNamespace, operation: Operation, model: BaseModel
+) -> None:
+    """13 for a location the caller chose, on a served namespace of another kind under a
+    policy. Such a namespace (pylance's ``DirectoryNamespace``, say) puts a table where its
+    caller says, and this server confines only its own namespaces' locations
+    (``rules/locations.py``): a grant on one namespace would reach any table's data."""
+    if getattr(model, "location", None):
+        raise InvalidInputError(
+            f"{operation.name}: location is not allowed here: the server confines the locations "
+            f"of its own namespaces only, not of a served {type(namespace).__name__} under an "
+            "access policy; leave location out and the namespace places the table"
+        )
+
+
 # The operations a batch_commit_tables entry may carry, by field, and what each is checked as.
 _BATCH_COMMIT_ENTRIES = {
     "declare_table": "declare_table",
@@ -287,8 +402,8 @@ def _check_access(
     """The policy's answer for every object the request names: the route's (or the body's) id,
     a rename's destination, each entry of a batch."""
     name = operation.name
-    if name == "list_all_tables":
-        return None  # the answer shows only what the caller may see
+    if name == "list_all_tables" and not split_identifier(getattr(model, "id", None)):
+        return None  # the whole catalog: the listing shows only what the caller may see
     if name == "batch_create_table_versions":
         entries = getattr(model, "entries", None) or []
         ids = [split_identifier(entry.id) for entry in entries]
@@ -315,34 +430,41 @@ def _check_access(
     return denial
 
 
+async def read_body(request: Request, limit: int | None) -> bytes:
+    """The request body, refused (413, code 13) once it passes ``limit`` (JSON bodies; data
+    bodies are bounded by ``BodyLimitMiddleware`` alone): by its Content-Length before a byte
+    is read, else as it arrives."""
+    if limit is not None:
+        message = f"The JSON request body is larger than the server's limit of {limit} bytes"
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            raise BodyTooLarge(message)
+    chunks: list[bytes] = []
+    received = 0
+    async for chunk in request.stream():
+        received += len(chunk)
+        if limit is not None and received > limit:
+            raise BodyTooLarge(message)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _client_gone(request: Request) -> Response:
+    """A caller that hung up mid-request: one INFO line; the answer reaches no one."""
+    client = request.scope.get("client")
+    logger.info(
+        "%s %s: the client%s closed the connection before its request arrived",
+        request.method,
+        request.url.path,
+        f" {client[0]}:{client[1]}" if client else "",
+    )
+    note(request.scope, code="gone")
+    return Response(status_code=499)
+
+
 def _refused(denial: Denial, scope: Scope) -> Response:
     note(scope, denied=denial.needed)
     return error_response(denial.code, denial.message, scope, status=denial.status)
-
-
-def _visible_part(
-    access: AccessControl, principal: Principal, operation: Operation, model: Any, result: Any
-) -> Any:
-    """A listing without the entries the caller may not see (the page token stays)."""
-    if access.policy is None or operation.name not in (
-        "list_namespaces",
-        "list_tables",
-        "list_all_tables",
-    ):
-        return result
-    parent = split_identifier(getattr(model, "id", None))
-    if operation.name == "list_namespaces":
-        names = list(getattr(result, "namespaces", None) or [])
-        result.namespaces = access.visible_children(principal, parent, names)
-        return result
-    names = list(getattr(result, "tables", None) or [])
-    if operation.name == "list_tables":
-        ids = [(*parent, name) for name in names]
-    else:
-        ids = [split_identifier(name) for name in names]
-    shown = access.visible_tables(principal, ids)
-    result.tables = [name for name, visible in zip(names, shown, strict=True) if visible]
-    return result
 
 
 # ---------------------------------------------------------------------------------------------
@@ -415,7 +537,61 @@ def _request_model(
     if route_id is not None:
         delimiter = query.get("delimiter") or DEFAULT_DELIMITER
         fields["id"] = _reconcile_id(fields.get("id"), route_id, delimiter)
-    return operation.request.model_validate(fields)
+    return validate_in_slices(operation.request, fields)
+
+
+# Lists longer than this are validated a slice at a time. pydantic's validator holds the
+# interpreter lock for the whole of one call, and one call over the largest JSON body's
+# thousands of entries took 40 ms on an idle machine (850 ms on a loaded one): time in which
+# the event loop, and so every other caller, waits. Between slices the loop gets its turn.
+VALIDATION_SLICE = 200
+
+
+def validate_in_slices(model: type[BaseModel], fields: dict[str, Any]) -> BaseModel:
+    """``model.model_validate(fields)``, with its long lists validated a slice at a time (the
+    same rules, the same errors, each entry's position counted from the list's start)."""
+    long_lists: dict[str, tuple[str, list[Any], Any]] = {}
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        value = fields.get(key)
+        if isinstance(value, list) and len(value) > VALIDATION_SLICE:
+            long_lists[name] = (key, value, info.annotation)
+    if not long_lists:
+        return model.model_validate(fields)
+    shell = model.model_validate({**fields, **{key: [] for key, _, _ in long_lists.values()}})
+    for name, (key, value, annotation) in long_lists.items():
+        adapter = _adapter(annotation)
+        items: list[Any] = []
+        for start in range(0, len(value), VALIDATION_SLICE):
+            try:
+                items.extend(adapter.validate_python(value[start : start + VALIDATION_SLICE]))
+            except ValidationError as error:
+                raise _shifted(model, error, key, start) from None
+            time.sleep(0)  # hand the interpreter lock to the loop now, not 5 ms from now
+        shell.__dict__[name] = items  # validated above; assignment would validate it again
+    return shell
+
+
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(annotation)
+
+
+def _shifted(model: type[BaseModel], error: ValidationError, key: str, start: int) -> Exception:
+    """A slice's validation error, located in the whole request (``entries.4201.version``)."""
+    details: list[Any] = []
+    for problem in error.errors(include_url=False):
+        loc = problem["loc"]
+        if loc and isinstance(loc[0], int):
+            loc = (start + loc[0], *loc[1:])
+        detail = {"type": problem["type"], "loc": (key, *loc), "input": problem["input"]}
+        if "ctx" in problem:
+            detail["ctx"] = problem["ctx"]
+        details.append(detail)
+    try:
+        return ValidationError.from_exception_data(model.__name__, details)
+    except (TypeError, KeyError, ValueError):  # a custom error type pydantic cannot rebuild
+        return BadRequest(f"Invalid {model.__name__}: {key}: {error}")
 
 
 def _reconcile_id(given: object, route_id: str, delimiter: str) -> list[str]:

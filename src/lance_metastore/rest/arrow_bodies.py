@@ -110,56 +110,76 @@ def declared_decoded_bytes(message: ipc.Message) -> int:
     return total
 
 
-def check_decoded_size(body: pa.Buffer, max_decoded_bytes: int) -> None:
-    """Refuse a stream whose messages would decode to more than ``max_decoded_bytes``."""
+def declared_size(body: pa.Buffer) -> int:
+    """What the stream's messages declare they decode to, reading every message's metadata and
+    checking that its body is all there (nothing decompressed). A stream cut short or with
+    malformed metadata is invalid input (400, code 13), not a fault of the server."""
     reader = ipc.MessageReader.open_stream(body)
     total = 0
     while True:
         try:
             message = reader.read_next_message()
         except StopIteration:
-            return
-        except pa.ArrowException as error:
-            raise InvalidInputError(
-                f"The request body is not a valid Arrow IPC stream: {error}"
-            ) from None
+            return total
+        except (pa.ArrowException, OSError) as error:  # a cut stream: OSError
+            raise _invalid(error) from None
         try:
             total += declared_decoded_bytes(message)
         except (ValueError, struct.error, IndexError) as error:
-            raise InvalidInputError(
-                f"The request body is not a valid Arrow IPC stream: {error}"
-            ) from None
-        if total > max_decoded_bytes:
-            raise DecodedBodyTooLarge(
-                f"The request body decodes to more than the server's limit of "
-                f"{max_decoded_bytes} bytes"
-            )
+            raise _invalid(error) from None
+
+
+def _invalid(error: Exception) -> InvalidInputError:
+    return InvalidInputError(f"The request body is not a valid Arrow IPC stream: {error}")
+
+
+def check_decoded_size(body: pa.Buffer, max_decoded_bytes: int) -> None:
+    """Refuse a stream whose messages would decode to more than ``max_decoded_bytes``."""
+    if declared_size(body) > max_decoded_bytes:
+        raise _too_large(max_decoded_bytes)
+
+
+def _too_large(max_decoded_bytes: int) -> DecodedBodyTooLarge:
+    return DecodedBodyTooLarge(
+        f"The request body decodes to more than the server's limit of {max_decoded_bytes} bytes"
+    )
 
 
 def arrow_body(data: bytes, max_decoded_bytes: int, *, lazy: bool) -> pa.RecordBatchReader | bytes:
     """A data body ready for the namespace, decoded within ``max_decoded_bytes``.
 
-    ``lazy`` (namespaces of this project, which read rows only after checking the target): a
-    reader that checks the stream's declared size when first read, raising
-    :class:`DecodedBodyTooLarge` with nothing decoded, then decodes batch by batch. Otherwise
-    (a namespace that takes bytes) the size is checked now and the bytes are passed on. An
-    empty body is passed on for the namespace to refuse in its own words.
+    The stream's structure is checked now, whatever ``lazy`` says: a body cut short or with
+    malformed messages is refused (400, code 13) before the namespace sees it. ``lazy``
+    (namespaces of this project, which read rows only after checking the target): a reader
+    that refuses a stream over the budget when first read, raising
+    :class:`DecodedBodyTooLarge` with nothing decoded, then decodes batch by batch; a batch
+    that fails to decode is invalid input too. Otherwise (a namespace that takes bytes) the
+    size is checked now and the bytes are passed on. An empty body is passed on for the
+    namespace to refuse in its own words.
     """
     if not data:
         return data
     buffer = pa.py_buffer(data)
     try:
         stream = ipc.open_stream(buffer)  # reads the schema message only
-    except pa.ArrowException as error:
-        raise InvalidInputError(
-            f"The request body is not a valid Arrow IPC stream: {error}"
-        ) from None
+    except (pa.ArrowException, OSError) as error:  # a cut stream: OSError
+        raise _invalid(error) from None
+    declared = declared_size(buffer)
     if not lazy:
-        check_decoded_size(buffer, max_decoded_bytes)
+        if declared > max_decoded_bytes:
+            raise _too_large(max_decoded_bytes)
         return data
 
     def batches() -> Iterator[pa.RecordBatch]:
-        check_decoded_size(buffer, max_decoded_bytes)
-        yield from stream
+        if declared > max_decoded_bytes:
+            raise _too_large(max_decoded_bytes)
+        while True:
+            try:
+                batch = stream.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowException, OSError) as error:  # a cut stream: OSError
+                raise _invalid(error) from None
+            yield batch
 
     return pa.RecordBatchReader.from_batches(stream.schema, batches())

@@ -12,21 +12,27 @@ never part of a ``repr`` or a message; a principal carries a name, not the proof
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.client
 import importlib
+import ipaddress
 import json
 import logging
 import os
+import socket
+import ssl
 import stat
 import threading
 import time
-import urllib.request
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..rules.extras import requires_extra
+from ..rules.loopback import is_loopback
 
 logger = logging.getLogger("lance_metastore.rest")
 
@@ -48,6 +54,12 @@ class Principal:
 
     name: str
     scheme: str
+
+    @property
+    def qualified(self) -> str:
+        """``scheme:name``, what a policy grants to: the same name proved by two schemes is
+        two principals (a JWT's ``sub`` never borrows a token principal's grants)."""
+        return f"{self.scheme}:{self.name}"
 
 
 class InvalidCredentials(Exception):
@@ -154,6 +166,9 @@ class _SecretLookup:
     def principal_of(self, presented: bytes) -> str | None:
         return self._by_digest.get(hashlib.sha256(presented).digest())
 
+    def principals(self) -> set[str]:
+        return set(self._by_digest.values())
+
 
 class _SecretsFileScheme(Authenticator):
     """A scheme whose secrets come from a file of principal: secret(s) (``file``), or that
@@ -179,6 +194,10 @@ class _SecretsFileScheme(Authenticator):
         self.reload()
 
     def reload(self) -> None:
+        self.apply(self.read())
+
+    def read(self) -> _SecretLookup:
+        """The scheme's secrets as its files hold them now (not yet in force)."""
         if self._single is not None:
             secrets = self._single
         elif self._token_file is not None:
@@ -186,15 +205,23 @@ class _SecretsFileScheme(Authenticator):
             secrets = {self._principal: [token]}
         else:
             secrets = read_secrets_file(str(self.file), self.what)
-        self._lookup = _SecretLookup(secrets)  # one assignment: a request sees old or new
+        return _SecretLookup(secrets)
 
-    def _admit(self, presented: bytes | None, label: str) -> Principal | None:
+    def apply(self, lookup: _SecretLookup) -> None:
+        self._lookup = lookup  # one assignment: a request sees old or new
+
+    def _admit(self, presented: bytes | None) -> Principal | None:
+        """The principal of a known secret; None for any other (the next scheme judges it:
+        ``--auth-token-file`` and ``--tokens-file`` together are two bearer schemes, and
+        when none admits the caller the server answers 401)."""
         if presented is None:
             return None
         name = self._lookup.principal_of(presented.strip())
-        if name is None:
-            raise InvalidCredentials(f"Invalid {label}")
-        return Principal(name, self.scheme)
+        return None if name is None else Principal(name, self.scheme)
+
+    def principal_names(self) -> set[str]:
+        """The principals this scheme proves (to refuse two schemes proving one name)."""
+        return self._lookup.principals()
 
     def __repr__(self) -> str:
         source = f"file={self.file!r}" if self.file else "token=***"
@@ -203,18 +230,14 @@ class _SecretsFileScheme(Authenticator):
 
 class BearerTokens(_SecretsFileScheme):
     """``Authorization: Bearer <token>``, the token one of a principal's in the tokens file (or
-    the single token of ``--auth-token-file``, the principal then being ``token``). A bearer
-    credential shaped like a JWT that no entry matches is left to a JWT scheme, if any."""
+    the single token of ``--auth-token-file``, the principal then being ``token``). A token
+    no entry matches is left to the next scheme (another tokens file, a JWT scheme)."""
 
     scheme = "bearer"
     what = "tokens file"
 
     async def authenticate(self, headers: Headers) -> Principal | None:
-        presented = bearer_credential(headers)
-        unknown = presented is not None and self._lookup.principal_of(presented) is None
-        if unknown and presented is not None and presented.count(b".") == 2:
-            return None  # perhaps a JWT: the next scheme judges it
-        return self._admit(presented, "bearer token")
+        return self._admit(bearer_credential(headers))
 
 
 class ApiKeys(_SecretsFileScheme):
@@ -224,17 +247,21 @@ class ApiKeys(_SecretsFileScheme):
     what = "API keys file"
 
     async def authenticate(self, headers: Headers) -> Principal | None:
-        return self._admit(header(headers, b"x-api-key"), "API key")
+        return self._admit(header(headers, b"x-api-key"))
 
 
 class JwtBearer(Authenticator):
     """``Authorization: Bearer <JWT>``: an OAuth2 access token signed by the configured issuer.
 
-    Checked: the signature against the key set (``jwks``: a JWKS file, or an ``https://`` URL
-    fetched, cached, and fetched again when a token names a key id it lacks, at most once per
-    ``refetch_seconds``), ``iss``, ``aud``, ``exp`` (required), ``nbf`` and ``iat`` with
-    ``leeway_seconds`` of clock skew, and asymmetric algorithms only. The principal is the
-    ``principal_claim`` (``sub`` by default).
+    Checked: the signature against the key set (``jwks``: a JWKS file, checked like a token
+    file, or an ``https://`` URL; ``http://`` only to a loopback address, for tests), ``iss``,
+    ``aud``, ``exp`` (required), ``nbf`` and ``iat`` with ``leeway_seconds`` of clock skew. A
+    token's algorithm must be its key's declared ``alg`` (a key without one accepts its key
+    type's asymmetric algorithms); HMAC and ``none`` never. A URL is fetched without following
+    redirects, within ``fetch_timeout_seconds`` in all; a token naming a key id the set lacks
+    answers 401 at once and starts one fetch in the background (at most one per
+    ``refetch_seconds``), so no request waits for the issuer. The principal is
+    ``jwt:<principal_claim>`` (``sub`` by default).
     """
 
     scheme = "jwt"
@@ -254,16 +281,22 @@ class JwtBearer(Authenticator):
 
         self._jwt = jwt
         self.issuer, self.audience, self.jwks = issuer, audience, jwks
+        if jwks.startswith("http://") and not is_loopback(_host_of(jwks)):
+            raise ValueError(
+                f"The JWT key set {jwks} must be fetched over https:// (http:// only from a "
+                "loopback address)"
+            )
         self.principal_claim = principal_claim
         self.leeway = float(leeway_seconds)
         self.refetch_seconds = float(refetch_seconds)
         self.fetch_timeout = float(fetch_timeout_seconds)
-        self._keys: dict[str, Any] = {}
+        self._keys: dict[str, tuple[Any, list[str]]] = {}
         # sha256(token) -> (principal name, expiry): a client sends the same token on every
         # call until it expires; its signature is checked once, not on every call.
         self._verified: dict[bytes, tuple[str, float]] = {}
         self._fetched_at = float("-inf")
         self._fetch_lock = threading.Lock()
+        self._refreshing = False
         self.reload()
 
     @property
@@ -271,35 +304,60 @@ class JwtBearer(Authenticator):
         return self.jwks.startswith(("https://", "http://"))
 
     def reload(self) -> None:
-        self._keys = self._load_keys()
+        keys = self._load_keys()
+        self._keys = keys
         self._verified = {}  # a key taken out of the set stops admitting its tokens now
         self._fetched_at = time.monotonic()
 
-    def _load_keys(self) -> dict[str, Any]:
-        """The key set by key id; an unreadable or invalid set is a ValueError naming it."""
+    def _load_keys(self) -> dict[str, tuple[Any, list[str]]]:
+        """The key set by key id, each key with the algorithms it accepts; an unreadable or
+        invalid set is a ValueError naming it."""
         try:
             if self._remote:
-                with urllib.request.urlopen(self.jwks, timeout=self.fetch_timeout) as answer:
-                    text = answer.read(1024 * 1024).decode()
+                text = _fetch(self.jwks, self.fetch_timeout)
             else:
-                with open(self.jwks, encoding="utf-8") as handle:
-                    text = handle.read()
-            key_set = self._jwt.PyJWKSet.from_json(text)
+                text = read_private_file(self.jwks, "JWT key set file", lambda _: None)
+            content = json.loads(text)
+            entries = content.get("keys") if isinstance(content, dict) else None
+            if not isinstance(entries, list):
+                raise ValueError("not a JWKS document (no list 'keys')")
+            keys: dict[str, tuple[Any, list[str]]] = {}
+            for entry in entries:
+                accepted = _algorithms_of(entry)
+                if not accepted:
+                    logger.warning(
+                        "JWT key set %s: key %r is not a signing key this server accepts "
+                        "(asymmetric algorithms only); left out",
+                        self.jwks,
+                        entry.get("kid") if isinstance(entry, dict) else None,
+                    )
+                    continue
+                key = self._jwt.PyJWK(entry, accepted[0])
+                keys[key.key_id or ""] = (key, accepted)
         except (OSError, ValueError, self._jwt.PyJWTError) as error:
             raise ValueError(f"Cannot load the JWT key set {self.jwks}: {error}") from None
-        return {key.key_id or "": key for key in key_set.keys}
+        return keys
 
-    def _refetch_if_due(self) -> None:
-        """Fetch the key set again unless it was fetched within ``refetch_seconds``: a flood
-        of tokens with invented key ids costs the issuer one fetch per interval at most."""
+    def _refetch_soon(self) -> None:
+        """Fetch the key set again in the background unless it was fetched within
+        ``refetch_seconds`` or a fetch is under way: a flood of tokens with invented key ids
+        costs the issuer one fetch per interval and holds no request."""
         with self._fetch_lock:
-            if time.monotonic() - self._fetched_at < self.refetch_seconds:
+            due = time.monotonic() - self._fetched_at >= self.refetch_seconds
+            if self._refreshing or not due:
                 return
-            try:
-                self.reload()
-            except Exception as error:
-                self._fetched_at = time.monotonic()
-                logger.warning("could not fetch the JWT key set %s: %s", self.jwks, error)
+            self._refreshing = True
+            self._fetched_at = time.monotonic()
+        threading.Thread(target=self._refetch, name="jwks-refetch", daemon=True).start()
+
+    def _refetch(self) -> None:
+        try:
+            self.reload()
+        except Exception as error:
+            logger.warning("could not fetch the JWT key set %s: %s", self.jwks, error)
+        finally:
+            with self._fetch_lock:
+                self._refreshing = False
 
     async def authenticate(self, headers: Headers) -> Principal | None:
         token = bearer_credential(headers)
@@ -314,19 +372,16 @@ class JwtBearer(Authenticator):
             key_id = jwt.get_unverified_header(token).get("kid") or ""
         except jwt.PyJWTError:
             raise InvalidCredentials("The bearer token is not a valid JWT") from None
-        key = self._keys.get(key_id)
-        if key is None:
-            from starlette.concurrency import run_in_threadpool
-
-            await run_in_threadpool(self._refetch_if_due)  # a fetch never blocks the loop
-            key = self._keys.get(key_id)
-            if key is None:
-                raise InvalidCredentials("The token's signing key is not in the issuer's key set")
+        entry = self._keys.get(key_id)
+        if entry is None:
+            self._refetch_soon()
+            raise InvalidCredentials("The token's signing key is not in the issuer's key set")
+        key, accepted = entry
         try:
             claims = jwt.decode(
                 token,
                 key=key.key,
-                algorithms=list(JWT_ALGORITHMS),
+                algorithms=accepted,
                 audience=self.audience,
                 issuer=self.issuer,
                 leeway=self.leeway,
@@ -344,6 +399,127 @@ class JwtBearer(Authenticator):
 
     def __repr__(self) -> str:
         return f"JwtBearer(issuer={self.issuer!r}, audience={self.audience!r}, jwks={self.jwks!r})"
+
+
+# The algorithms a key of each type may sign with, when its JWK declares none.
+_KEY_TYPE_ALGORITHMS = {
+    "RSA": ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"],
+    "EC": ["ES256", "ES384", "ES512"],
+}
+
+
+def _algorithms_of(jwk: object) -> list[str]:
+    """What a JWK may verify: its declared ``alg`` alone, else its key type's asymmetric
+    algorithms; nothing for an encryption key or a symmetric one."""
+    if not isinstance(jwk, dict) or jwk.get("use", "sig") != "sig":
+        return []
+    declared = jwk.get("alg")
+    if declared is not None:
+        return [declared] if declared in JWT_ALGORITHMS else []
+    return list(_KEY_TYPE_ALGORITHMS.get(str(jwk.get("kty")), []))
+
+
+def _host_of(url: str) -> str:
+    return urllib.parse.urlsplit(url).hostname or ""
+
+
+MAX_JWKS_BYTES = 1024 * 1024
+
+
+def _fetch(url: str, deadline_seconds: float) -> str:
+    """The document at ``url`` within ``deadline_seconds`` in all. No proxy is used (a
+    loopback key set reached through ``http_proxy`` would be the proxy's), no redirect is
+    followed (any answer but 200 is a failure), and an ``http://`` URL is fetched from the
+    loopback address that was checked, not from a second resolution of its name. The fetch
+    runs on a thread of its own; at the deadline its connection is shut, so the thread ends
+    then too, however slowly the answer trickles."""
+    outcome: list[str | BaseException] = []
+    connection: list[http.client.HTTPConnection] = []
+
+    def fetch() -> None:
+        try:
+            outcome.append(_read_within(url, deadline_seconds, connection.append))
+        except BaseException as error:  # handed to the caller below
+            outcome.append(error)
+
+    worker = threading.Thread(target=fetch, name="jwks-fetch", daemon=True)
+    worker.start()
+    worker.join(deadline_seconds)
+    if not outcome:
+        for opened in connection:
+            _shut(opened)
+        worker.join(1.0)
+        raise OSError(f"the key set took longer than {deadline_seconds:g} s")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def _shut(connection: http.client.HTTPConnection) -> None:
+    """End a connection another thread may be reading: shutdown wakes a blocked read."""
+    sock = connection.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+    connection.close()
+
+
+def _read_within(
+    url: str, deadline_seconds: float, opened: Callable[[http.client.HTTPConnection], None]
+) -> str:
+    """The body of a 200 answer to GET ``url``; every socket wait is bounded by what remains
+    of ``deadline_seconds``."""
+    deadline = time.monotonic() + deadline_seconds
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    connection: http.client.HTTPConnection
+    if parts.scheme == "https":
+        connection = http.client.HTTPSConnection(
+            host, parts.port or 443, timeout=deadline_seconds, context=ssl.create_default_context()
+        )
+    elif parts.scheme == "http":
+        address = _loopback_address(host)
+        connection = http.client.HTTPConnection(address, parts.port or 80, timeout=deadline_seconds)
+    else:
+        raise ValueError(f"not an http(s) URL: {url}")
+    opened(connection)
+    try:
+        target = parts.path or "/"
+        if parts.query:
+            target += "?" + parts.query
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+        connection.request("GET", target, headers={"Host": netloc, "Accept": "application/json"})
+        answer = connection.getresponse()
+        if answer.status != 200:
+            raise OSError(f"the key set answered HTTP {answer.status} (redirects are not followed)")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise OSError(f"the key set took longer than {deadline_seconds:g} s")
+            if connection.sock is not None:
+                connection.sock.settimeout(max(remaining, 0.001))
+            chunk = answer.read1(16 * 1024)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_JWKS_BYTES:
+                raise OSError(f"the key set is larger than {MAX_JWKS_BYTES} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks).decode()
+    finally:
+        connection.close()
+
+
+def _loopback_address(host: str) -> str:
+    """A loopback address of ``host``, the one the fetch connects to (http:// is allowed to
+    loopback only: the name is not resolved a second time, elsewhere)."""
+    for info in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+        address = str(info[4][0])
+        if ipaddress.ip_address(address).is_loopback:
+            return address
+    raise ValueError(f"{host} is not a loopback address: use https://")
 
 
 SCHEMES: dict[str, type[Authenticator]] = {

@@ -80,6 +80,15 @@ class AuthenticationMiddleware:
             await self.app(scope, receive, send)
             return
         if self.access.authenticates and scope["path"] not in self.open_paths:
+            repeated = _repeated_credential_header(scope["headers"])
+            if repeated is not None:
+                # Which of two credentials would count differs between proxies and servers:
+                # refuse rather than pick one.
+                note(scope, identity="anonymous", code=13)
+                await _send_error(
+                    send, 400, 13, f"The request carries more than one {repeated} header"
+                )
+                return
             try:
                 principal = await self.access.authenticate(dict(scope["headers"]))
             except InvalidCredentials as error:
@@ -95,8 +104,23 @@ class AuthenticationMiddleware:
         else:
             principal = ANONYMOUS
         scope[PRINCIPAL_KEY] = principal
-        note(scope, identity=principal.name)
+        note(scope, identity=principal.qualified)
         await self.app(scope, receive, send)
+
+
+_CREDENTIAL_HEADERS = {b"authorization": "Authorization", b"x-api-key": "x-api-key"}
+
+
+def _repeated_credential_header(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The name of a credential header the request carries more than once, if any."""
+    seen: set[bytes] = set()
+    for name, _ in headers:
+        lowered = name.lower()
+        if lowered in _CREDENTIAL_HEADERS:
+            if lowered in seen:
+                return _CREDENTIAL_HEADERS[lowered]
+            seen.add(lowered)
+    return None
 
 
 class BodyTooLarge(Exception):
@@ -144,9 +168,12 @@ class AuditMiddleware:
     status, code, duration, and ``denied=<privilege>`` when the policy refused it. Ids and
     names are escaped so a crafted one cannot forge a line."""
 
-    def __init__(self, app: ASGIApp, logger: logging.Logger | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, logger: logging.Logger | None = None, json_lines: bool = False
+    ) -> None:
         self.app = app
         self.logger = logger or logging.getLogger(AUDIT_LOGGER)
+        self.json_lines = json_lines  # one JSON object per line, the same fields
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -181,13 +208,31 @@ class AuditMiddleware:
         client = scope.get("client")
         code = facts.get("code")
         denied = facts.get("denied")
+        when = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        address = f"{client[0]}:{client[1]}" if client else "-"
+        operation = facts.get("operation")
+        object_id = facts.get("object_id")
+        if self.json_lines:  # json.dumps escapes what could forge a line
+            line = {
+                "time": when,
+                "client": address,
+                "identity": str(facts.get("identity", "anonymous"))[:512],
+                "op": operation or f"{scope['method']} {scope['path'][:512]}",
+                "id": None if object_id is None else str(object_id)[:512],
+                "status": status,
+                "code": code,
+                "ms": round(seconds * 1000, 2),
+                **({"denied": denied} if denied else {}),
+            }
+            self.logger.info("%s", json.dumps(line))
+            return
         self.logger.info(
             "time=%s client=%s identity=%s op=%s id=%s status=%d code=%s ms=%.2f%s",
-            datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-            f"{client[0]}:{client[1]}" if client else "-",
+            when,
+            address,
             _escape(facts.get("identity", "anonymous")),
-            facts.get("operation") or _escape(f"{scope['method']} {scope['path']}"),
-            _escape(facts["object_id"]) if facts.get("object_id") is not None else "-",
+            operation or _escape(f"{scope['method']} {scope['path']}"),
+            _escape(object_id) if object_id is not None else "-",
             status,
             "-" if code is None else code,
             seconds * 1000,

@@ -20,7 +20,9 @@ from ..rules.extras import requires_extra
 from ..rules.loopback import is_loopback
 from .access import AccessControl
 from .app import access_with_token, create_app
-from .connections import ClientLimits
+from .connections import ClientLimits, http_implementation, resolved_implementation
+from .fairness import DEFAULT_PER_ADDRESS_IN_FLIGHT, DEFAULT_PER_PRINCIPAL_IN_FLIGHT
+from .offload import DEFAULT_MAX_JSON_BYTES, DEFAULT_WORKER_THREADS
 from .security import AUDIT_LOGGER, DEFAULT_MAX_BODY_BYTES
 
 with requires_extra("server"):
@@ -68,6 +70,15 @@ def check_exposure(host: str, authentication: object, insecure: bool) -> None:
     )
 
 
+# The event loops (``loop``): "auto" is uvloop when installed, else asyncio's own.
+LOOP_IMPLEMENTATIONS = ("auto", "asyncio", "uvloop")
+
+
+def loop_implementation(loop: str = "auto") -> str:
+    """``loop`` resolved: ``auto`` becomes ``uvloop`` when it is installed, else ``asyncio``."""
+    return resolved_implementation("loop", loop, LOOP_IMPLEMENTATIONS)
+
+
 def url_of(sock: socket.socket, tls: bool) -> str:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
@@ -80,13 +91,19 @@ def _config(
     tls_key: str | None,
     log_level: str,
     limits: ClientLimits | None = None,
+    http: str = "auto",
+    loop: str = "auto",
 ) -> uvicorn.Config:
+    """uvicorn's configuration. ``http`` (h11, httptools) and ``loop`` (asyncio, uvloop):
+    ``auto`` takes the C implementations when installed (about a third less of the server's
+    own CPU per request, see benchmarks/bench_rest_overhead.py); the limits hold on either."""
     if bool(tls_cert) != bool(tls_key):
         raise ValueError("TLS needs both a certificate and its key (--tls-cert and --tls-key)")
     limits = limits or ClientLimits()
     return uvicorn.Config(
         app,
-        http=limits.protocol(),
+        http=limits.protocol(http_implementation(http)),
+        loop=loop_implementation(loop),
         timeout_keep_alive=limits.keep_alive_timeout,
         ssl_certfile=tls_cert,
         ssl_keyfile=tls_key,
@@ -131,20 +148,34 @@ def serve(
     tls_key: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_decoded_bytes: int | None = None,
+    max_json_bytes: int = DEFAULT_MAX_JSON_BYTES,
+    worker_threads: int = DEFAULT_WORKER_THREADS,
     limits: ClientLimits | None = None,
     insecure: bool = False,
+    metrics_token: str | None = None,
+    audit_json: bool = False,
+    max_in_flight_per_client: int = DEFAULT_PER_ADDRESS_IN_FLIGHT,
+    max_in_flight_per_principal: int = DEFAULT_PER_PRINCIPAL_IN_FLIGHT,
     on_ready: Callable[[str], None] = print,
     audit_stream: TextIO | None = None,
     log_level: str = "warning",
+    listen_fd: int | None = None,
+    http: str = "auto",
+    loop: str = "auto",
 ) -> None:
     """Serve ``namespace`` until SIGTERM or SIGINT; in-flight requests finish first.
 
+    ``listen_fd``: serve on this inherited listening socket (a worker of :func:`serve_workers`)
+    instead of binding ``host:port``.
+
     ``on_ready`` receives the URL once the socket listens (the CLI prints it as its first line).
     ``audit_stream``: write the audit lines there (else they go to the ``AUDIT_LOGGER`` logger
-    as the application configured it). ``limits``: timeouts and the connection limit.
+    as the application configured it). ``limits``: timeouts and the connection limits.
+    ``http``, ``loop``: uvicorn's HTTP/1.1 implementation and event loop (``_config``).
     ``access`` (or its short form ``auth_token``): who may call and do what; SIGHUP re-reads
     its files while connections stay open. Beyond loopback without authentication it refuses
-    to start (:class:`ExposureError`) unless ``insecure``.
+    to start (:class:`ExposureError`) unless ``insecure``. The other keywords are those of
+    :func:`~lance_metastore.rest.app.create_app`.
     """
     if access is None:
         access = access_with_token(auth_token)
@@ -158,9 +189,15 @@ def serve(
         access=access,
         max_body_bytes=max_body_bytes,
         max_decoded_bytes=max_decoded_bytes,
+        max_json_bytes=max_json_bytes,
+        worker_threads=worker_threads,
+        metrics_token=metrics_token,
+        audit_json=audit_json,
+        max_in_flight_per_client=max_in_flight_per_client,
+        max_in_flight_per_principal=max_in_flight_per_principal,
     )
-    config = _config(app, tls_cert, tls_key, log_level, limits)
-    sock = bind(host, port)
+    config = _config(app, tls_cert, tls_key, log_level, limits, http, loop)
+    sock = bind(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
     previous = signal.signal(signal.SIGHUP, _reload_on_signal(access))
     try:
         on_ready(url_of(sock, tls=bool(tls_cert)))
@@ -168,6 +205,111 @@ def serve(
     finally:
         signal.signal(signal.SIGHUP, previous)
         sock.close()
+
+
+# Signals a supervisor passes on to every worker: SIGHUP re-reads the authentication and policy
+# files in each; SIGTERM and SIGINT let each finish its in-flight requests, then stop.
+FORWARDED_SIGNALS = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
+# A worker that fails sooner than this after its start is not started again: the next would
+# fail the same way (a bad setting, an unreachable catalog at start).
+WORKER_START_SECONDS = 5.0
+
+
+def serve_workers(
+    worker_command: list[str],
+    workers: int,
+    host: str,
+    port: int,
+    *,
+    tls: bool = False,
+    on_ready: Callable[[str], None] = print,
+) -> int:
+    """Serve with ``workers`` processes sharing one listening socket, until SIGTERM or SIGINT.
+
+    This process binds ``host:port``, then starts each worker as ``worker_command`` plus
+    ``--listen-fd N`` (the socket, inherited): the kernel hands each new connection to one of
+    the workers waiting in ``accept``. Each worker is a whole server (its own namespace,
+    catalog connections, thread pool and limits: the per-caller limits hold per worker).
+    SIGHUP, SIGTERM and SIGINT are passed on to every worker; a worker that dies otherwise is
+    started again. Metrics: every worker writes to files in one directory
+    (``PROMETHEUS_MULTIPROC_DIR``), and a scrape of any worker adds them all up. Returns the
+    exit status: 0 when every worker stopped cleanly.
+    """
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+    import time
+
+    from .metrics import MULTIPROCESS_DIR_ENV
+
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    sock = bind(host, port)
+    metrics_dir = tempfile.mkdtemp(prefix="lance-metastore-metrics-")
+    env = {**os.environ, MULTIPROCESS_DIR_ENV: metrics_dir}
+    stopping: list[int] = []
+    children: list[subprocess.Popen[bytes]] = []
+
+    started_at: dict[int, float] = {}
+    gone: set[int] = set()
+
+    def start() -> subprocess.Popen[bytes]:
+        child = subprocess.Popen(
+            [*worker_command, "--listen-fd", str(sock.fileno())],
+            pass_fds=(sock.fileno(),),
+            stdout=subprocess.DEVNULL,  # each worker prints the URL; this process did
+            env=env,
+        )
+        started_at[child.pid] = time.monotonic()
+        return child
+
+    def forward(signum: int, frame: object) -> None:
+        if signum != signal.SIGHUP:
+            stopping.append(signum)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in FORWARDED_SIGNALS}
+    try:
+        children.extend(start() for _ in range(workers))
+        on_ready(url_of(sock, tls=tls))
+        while True:
+            for index, child in enumerate(children):
+                status = child.poll()
+                if status is None or child.pid in gone:
+                    continue
+                gone.add(child.pid)
+                _worker_gone(child.pid, metrics_dir)
+                if status and time.monotonic() - started_at[child.pid] < WORKER_START_SECONDS:
+                    stopping.append(signal.SIGTERM)  # it cannot start: neither will another
+                    forward(signal.SIGTERM, None)
+                if not stopping:
+                    logging.getLogger("lance_metastore.rest").warning(
+                        "worker %d exited with %s; starting another", child.pid, status
+                    )
+                    children[index] = start()
+            if stopping and all(child.poll() is not None for child in children):
+                break
+            time.sleep(0.1)
+        return max((abs(child.returncode or 0) for child in children), default=0)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+        sock.close()
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _worker_gone(pid: int, metrics_dir: str) -> None:
+    """A stopped worker's live gauges (connections, in flight) no longer count."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(pid, metrics_dir)  # type: ignore[no-untyped-call]
 
 
 def _reload_on_signal(access: AccessControl) -> Callable[[int, object], None]:
@@ -187,7 +329,8 @@ class RestServer:
             client = lance_namespace.connect("rest", {"uri": server.url})
 
     ``target`` is a namespace or an app made by ``create_app``; the keyword arguments of
-    ``create_app`` apply to a namespace. ``limits`` and ``insecure`` are those of :func:`serve`.
+    ``create_app`` apply to a namespace. ``limits``, ``insecure``, ``http`` and ``loop`` are
+    those of :func:`serve`.
     """
 
     def __init__(
@@ -201,6 +344,8 @@ class RestServer:
         log_level: str = "warning",
         limits: ClientLimits | None = None,
         insecure: bool = False,
+        http: str = "auto",
+        loop: str = "auto",
         **app_options: Any,
     ) -> None:
         if isinstance(target, LanceNamespace):
@@ -210,7 +355,7 @@ class RestServer:
             self.app = create_app(target, **app_options)
         else:
             self.app = target  # an app: its maker decided how it authenticates
-        self._config = _config(self.app, tls_cert, tls_key, log_level, limits)
+        self._config = _config(self.app, tls_cert, tls_key, log_level, limits, http, loop)
         self._host, self._port, self._tls = host, port, bool(tls_cert)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None

@@ -17,10 +17,12 @@ sees it whole. Nothing is done when the package is already imported or not insta
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import sys
 import threading
 import types
+from collections.abc import Callable
 from typing import Any
 
 CLIENT_PACKAGE = "lance_namespace_urllib3_client"
@@ -29,21 +31,32 @@ CLIENT_PACKAGE = "lance_namespace_urllib3_client"
 def defer_client_package_init() -> None:
     """Import :data:`CLIENT_PACKAGE` lazily: its ``__init__`` runs on first use of a name it
     defines, not when ``lance_namespace`` imports its models."""
-    if CLIENT_PACKAGE in sys.modules:
+    defer_package_init(CLIENT_PACKAGE)
+
+
+def defer_package_init(name: str, after: Callable[[types.ModuleType], None] | None = None) -> None:
+    """Register package ``name`` so that its ``__init__`` runs on first use of a name it
+    defines (its submodules import as usual meanwhile), then ``after(package)``. If the
+    package is imported already, ``after`` runs now."""
+    if name in sys.modules:
+        if after is not None:
+            after(sys.modules[name])
         return
-    spec = importlib.util.find_spec(CLIENT_PACKAGE)
+    spec = importlib.util.find_spec(name)
     if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        return  # not installed (lance_namespace's own import then says so) or not a package
+        return  # not installed (its importer then says so) or not a package
     package = importlib.util.module_from_spec(spec)
-    package.__getattr__ = _whole_package_on_first_use(package, spec)  # type: ignore[method-assign]
-    sys.modules[CLIENT_PACKAGE] = package
+    package.__getattr__ = _whole_package_on_first_use(package, spec, after)  # type: ignore[method-assign]
+    sys.modules[name] = package
 
 
 def _whole_package_on_first_use(
-    package: types.ModuleType, spec: importlib.machinery.ModuleSpec
+    package: types.ModuleType,
+    spec: importlib.machinery.ModuleSpec,
+    after: Callable[[types.ModuleType], None] | None = None,
 ) -> Any:
-    """The package's ``__getattr__`` (PEP 562): runs the real ``__init__`` once, then answers
-    from what it defined."""
+    """The package's ``__getattr__`` (PEP 562): runs the real ``__init__`` once (then
+    ``after``), and answers from what it defined."""
     lock = threading.RLock()
     state = {"initialized": False}
 
@@ -54,11 +67,13 @@ def _whole_package_on_first_use(
                 assert spec.loader is not None
                 try:
                     spec.loader.exec_module(package)
+                    if after is not None:
+                        after(package)
                 except BaseException:
                     state["initialized"] = False  # the next use meets the same error
                     raise
                 if name in package.__dict__:
                     return package.__dict__[name]
-        raise AttributeError(f"module {CLIENT_PACKAGE!r} has no attribute {name!r}")
+        raise AttributeError(f"module {spec.name!r} has no attribute {name!r}")
 
     return __getattr__

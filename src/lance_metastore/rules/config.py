@@ -16,7 +16,7 @@ from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
-from .locations import DEFAULT_SCHEMES, parse_prefixes, parse_schemes, resolve
+from .locations import DEFAULT_SCHEMES, Location, parse_prefixes, parse_schemes
 from .redaction import REDACTED, STORAGE_PREFIX, masked, secret_values
 
 # Lance's S3 storage options (object_store's key names, each with the aliases object_store
@@ -118,7 +118,7 @@ def absolute_root(value: str) -> str:
     if "://" not in value:
         value = os.path.abspath(os.path.expanduser(value))
     try:
-        return resolve(value, None, "root")
+        return str(Location.parse(value, None, "root"))
     except InvalidInputError as error:
         raise ValueError(str(error)) from None
 

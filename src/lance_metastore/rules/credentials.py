@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from lance_namespace.errors import (
     InternalError,
@@ -37,9 +36,11 @@ from lance_namespace.errors import (
     ThrottlingError,
 )
 
+from . import observe
 from .config import Property, Settings, boolean, one_of
 from .errors import guard_library_logs
 from .extras import requires_extra
+from .locations import Location
 from .redaction import VENDED_CREDENTIALS_MARKER, VENDOR_PREFIX, looks_secret
 
 if TYPE_CHECKING:  # the stub package of boto3-stubs[sts] (dev only)
@@ -63,7 +64,6 @@ ACCESS_KEY_OPTION = "aws_access_key_id"
 SECRET_KEY_OPTION = "aws_secret_access_key"
 SESSION_TOKEN_OPTION = "aws_session_token"
 REGION_OPTION = "aws_region"
-S3_SCHEMES = ("s3", "s3a")
 
 
 def _duration_millis(value: str) -> int:
@@ -152,10 +152,18 @@ def permission_to_vend(configured: str) -> str | None:
 
 def session_policy(bucket: str, prefix: str, permission: str) -> dict[str, Any]:
     """The inline session policy: only objects under ``bucket/prefix/``, with ``permission``'s
-    actions. Listing is allowed only for keys under the prefix (the ``s3:prefix`` condition)."""
+    actions. Listing is allowed only for keys under the prefix (the ``s3:prefix`` condition).
+
+    The prefix ends in ``/`` everywhere, so ``db/t`` grants nothing under ``db/t2/``; it comes
+    from a :class:`~.locations.Location`, which holds no IAM wildcard (``*``, ``?``) or policy
+    variable (``${``), so the policy names exactly the table's prefix. A bucket root (empty
+    prefix) is refused: it would grant the whole bucket.
+    """
     prefix = prefix.strip("/")
-    objects = f"arn:aws:s3:::{bucket}/{prefix}/*" if prefix else f"arn:aws:s3:::{bucket}/*"
-    listed = [prefix, f"{prefix}/*"] if prefix else ["*"]
+    if not prefix or any(mark in prefix for mark in ("*", "?", "${")):
+        raise InvalidInputError(f"Refusing a session policy for prefix {prefix!r} of {bucket}")
+    objects = f"arn:aws:s3:::{bucket}/{prefix}/*"
+    listed = [f"{prefix}/", f"{prefix}/*"]
     actions = ["s3:GetObject", "s3:GetObjectVersion"]
     if permission in (WRITE, ADMIN):
         # Lance's writers replace and remove their own files (temporary manifests, cleanup).
@@ -181,12 +189,18 @@ def session_policy(bucket: str, prefix: str, permission: str) -> dict[str, Any]:
     }
 
 
-def s3_bucket_and_prefix(location: str) -> tuple[str, str] | None:
-    """``(bucket, key prefix)`` of an S3 location, None for any other scheme."""
-    parts = urlsplit(location)
-    if parts.scheme.lower() not in S3_SCHEMES or not parts.netloc:
-        return None
-    return parts.netloc, parts.path.strip("/")
+def vended_location(location: str) -> Location:
+    """The stored ``location`` judged by today's rules before credentials are vended for it
+    (13 when it fails them: an entry made before them gets no credentials)."""
+    try:
+        where = Location.parse(location, None, "Table location")
+    except InvalidInputError as error:
+        raise InvalidInputError(f"Cannot vend credentials for this table: {error}") from None
+    if where.scheme == "s3" and not where.segments:
+        raise InvalidInputError(
+            "Cannot vend credentials for this table: its location is a bucket root"
+        )
+    return where
 
 
 @dataclass(frozen=True)
@@ -241,14 +255,16 @@ class CredentialVendor:
         configured options as before. With it: the configured non-secret options (endpoint,
         region, ``allow_http``) plus freshly vended, scoped credentials.
         """
-        where = s3_bucket_and_prefix(location)
-        if not self.enabled or vend_credentials is False or where is None:
+        if not self.enabled or vend_credentials is False:
+            return dict(configured) or None
+        where = vended_location(location)
+        if where.scheme != "s3":
             return dict(configured) or None
         public = {name: value for name, value in configured.items() if not looks_secret(name)}
         permission = permission_to_vend(self.permission)
         if permission is None:
             return public or None
-        vended = self._vended(location, where, permission)
+        vended = self._vended(str(where), (where.authority, where.key), permission)
         return {**public, **vended.options}
 
     def _vended(self, location: str, where: tuple[str, str], permission: str) -> _Vended:
@@ -256,13 +272,16 @@ class CredentialVendor:
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None and self._clock() < cached.refresh_at:
+                observe.event("vending_hit")
                 return cached
             key_lock = self._key_locks.setdefault(key, threading.Lock())
         with key_lock:  # one AssumeRole per table and rights, however many callers wait
             with self._lock:
                 cached = self._cache.get(key)
             if cached is not None and self._clock() < cached.refresh_at:
+                observe.event("vending_hit")  # another caller's AssumeRole answered
                 return cached
+            observe.event("vending_miss")
             fresh = self._assume(location, *where, permission)
             with self._lock:
                 self._cache[key] = fresh
@@ -278,10 +297,13 @@ class CredentialVendor:
         }
         if settings[f"{PREFIX}aws_external_id"]:
             kwargs["ExternalId"] = settings[f"{PREFIX}aws_external_id"]
+        started = time.perf_counter()
         try:
             credentials = self._sts_client().assume_role(**kwargs)["Credentials"]
         except Exception as error:
+            observe.timing("sts_assume_role", time.perf_counter() - started, ok=False)
             raise _vending_error(error, location) from None
+        observe.timing("sts_assume_role", time.perf_counter() - started, ok=True)
         expiration = credentials["Expiration"]
         expires_at = (
             expiration.timestamp()

@@ -87,6 +87,19 @@ def with_lance_phrase(error: LanceNamespaceError) -> LanceNamespaceError:
     return _rebuild(error, f"{phrase}: {error!s}")
 
 
+def wire_message(code: int, message: str) -> str:
+    """``message`` as a REST error body carries it: without the leading phrase of its code.
+
+    Lance's REST client (pylance's, and lancedb's through it) puts the phrase before the body's
+    message itself ("Table not found: " + message), so a body that kept it would reach the
+    caller as "Table not found: Table not found: 'db$t'". In-process errors keep the phrase:
+    lancedb reads it there (see :data:`LANCE_PHRASES`)."""
+    for kind, phrase in LANCE_PHRASES.items():
+        if int(kind.code) == int(code) and message.startswith(f"{phrase}: "):
+            return message[len(phrase) + 2 :]
+    return message
+
+
 REFUSAL_PHRASE = "Not supported"
 
 
@@ -108,49 +121,100 @@ def unsupported(operation: str, backend: str, reason: str = "") -> UnsupportedOp
     return UnsupportedOperationError(f"{message}: {reason}" if reason else message)
 
 
-# Lance reports most failures as ValueError/OSError/RuntimeError with a message; these rules
-# (first match wins) give each the spec's error class. The patterns are Lance's own wording.
-_CONFLICT = re.compile(
-    r"changed concurrently|already committed|commit conflict|retryable|concurrent", re.I
-)
-_RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
+# Lance's Python binding raises CommitConflictError for commit conflicts and hands every other
+# Rust error over as ValueError, OSError or RuntimeError whose message starts with the error's
+# kind, as the Rust variant displays itself ("Invalid user input: ...", "Namespace error: ...").
+# Errors are mapped by that class and that leading kind, never by words found anywhere in the
+# text ("retryable", "concurrent", "invalid" in a path or a value decide nothing).
+LANCE_KINDS: dict[str, type[LanceNamespaceError]] = {
+    # pylance raises these two kinds as plain OSError from some calls (drop_columns, ...)
+    "Retryable commit conflict": ConcurrentModificationError,
+    "Commit conflict": ConcurrentModificationError,
+    # a commit that kept losing until its retries or its retry window ran out (Lance's
+    # TooMuchWriteContention, and its commit loop's timeout): the caller may retry, 14 not 18
+    "Too many concurrent writers": ConcurrentModificationError,
+    "Failed to commit the transaction after": ConcurrentModificationError,
+    "Invalid user input": InvalidInputError,
+    "Not supported": UnsupportedOperationError,
+    "Dataset already exists": TableAlreadyExistsError,
+    # a tag or branch name Lance does not accept ("bad tag")
+    "Ref is invalid": InvalidInputError,
+}
+# A namespace error Lance carries back ("Namespace error: <code's words>: ..."): the error
+# code as Lance's namespace layer words it, or one of Lance's phrases (ours included).
+NAMESPACE_WORDS: dict[str, type[LanceNamespaceError]] = {
+    "Concurrent modification": ConcurrentModificationError,
+    "Invalid input": InvalidInputError,
+    "Unsupported": UnsupportedOperationError,
+    "Not supported": UnsupportedOperationError,
+    "Invalid table state": InvalidTableStateError,
+    **{phrase: kind for kind, phrase in LANCE_PHRASES.items()},
+}
+# Which object an error of Lance's is about, where its kind alone does not say (a missing tag
+# and a missing branch are both "Ref not found"): the object's name in Lance's wording.
+_OBJECT_RULES: tuple[tuple[re.Pattern[str], type[LanceNamespaceError]], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE | re.DOTALL), error)
     for pattern, error in (
-        # Lance's refusals ("Not supported: ...", "... not implemented"): code 0, not 18
-        (r"not supported: |not implemented", UnsupportedOperationError),
         (r"branch .*already exists", TableBranchAlreadyExistsError),
         (r"branch .*(not found|does not exist)", TableBranchNotFoundError),
         (r"tag .*already exists|tag .*exists already", TableTagAlreadyExistsError),
         (r"tag .*(not found|does not exist)", TableTagNotFoundError),
         (r"index .*already exists", TableIndexAlreadyExistsError),
         (r"index not found|index .*(not found|does not exist)", TableIndexNotFoundError),
-        (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
-        (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
-        (r"dataset at path .* was not found", InvalidTableStateError),
-        (r"dataset already exists", TableAlreadyExistsError),
+        # before the version rules: "Column version does not exist" is about a column
         (
             r"fieldnotfound|no field named|column .*(does not exist|not found)"
             r"|does not exist in (the )?(dataset|schema)|key column .* does not exist",
             TableColumnNotFoundError,
         ),
+        (r"version .*(not found|does not exist)|_versions/.*not found", TableVersionNotFoundError),
+        (r"not found: .*\.manifest|checkout version", TableVersionNotFoundError),
+        (r"dataset at path .* was not found", InvalidTableStateError),
         (
             r"different schema|fields did not match|schema mismatch|incompatible schema"
             r"|cannot cast",
             TableSchemaValidationError,
         ),
-        (r"parse|parser|syntax|invalid|dimension|expected|mismatch", InvalidInputError),
     )
 )
 
 
-def classify_lance_message(message: str) -> type[LanceNamespaceError] | None:
-    """The spec's error class for a Lance failure's message, or None when no rule knows it."""
-    if _CONFLICT.search(message):
-        return ConcurrentModificationError
-    for pattern, error in _RULES:
-        if pattern.search(message):
-            return error
+def _leading_kind(
+    message: str, kinds: dict[str, type[LanceNamespaceError]]
+) -> type[LanceNamespaceError] | None:
+    for words, kind in kinds.items():
+        if any(message.startswith(f"{words}{end}") for end in ": ."):
+            return kind
     return None
+
+
+def classify_lance_error(error: BaseException) -> type[LanceNamespaceError]:
+    """The spec's error class for an exception Lance raised: by its class, then by the kind
+    its message starts with, then by the object it names; else 13 for a ValueError (Lance
+    refused the input) and 18 for anything else."""
+    from lance.commit import CommitConflictError
+
+    if isinstance(error, CommitConflictError):
+        return ConcurrentModificationError
+    if isinstance(error, NotImplementedError):
+        return UnsupportedOperationError
+    message = str(error).strip().removeprefix("Wrapped error: ")
+    carried = message.removeprefix("Namespace error: ")
+    if carried != message:
+        found = _leading_kind(carried, NAMESPACE_WORDS)
+        if found is not None:
+            return found
+    for pattern, kind in _OBJECT_RULES:
+        if pattern.search(message):
+            return kind
+    found = _leading_kind(message, LANCE_KINDS)
+    if found is not None:
+        return found
+    import pyarrow as pa
+
+    if isinstance(error, (ValueError, pa.ArrowInvalid)):
+        return InvalidInputError
+    return InternalError
 
 
 # Every way Lance, its object stores and the OS say a dataset or file is not there.
@@ -274,7 +338,8 @@ def translate_errors(
     except Exception as error:
         translated = translator(error, attempt)
         if translated is None:
-            logger.debug("unexpected error during %s", attempt, exc_info=True)
+            # Our own fault (a TypeError, a KeyError, ...): 18, and its trace in the log.
+            logger.error("unexpected error during %s", attempt, exc_info=True)
             translated = InternalError(
                 f"Unexpected error during {attempt}: {type(error).__name__}: {error}"
             )
@@ -293,10 +358,3 @@ def _finished(error: LanceNamespaceError, attempt: str, backend: str) -> LanceNa
     ):
         return _rebuild(error, str(unsupported(attempt, backend, str(error))))
     return with_lance_phrase(error)
-
-
-def no_translation(error: BaseException, context: str) -> LanceNamespaceError | None:
-    """Translator for code paths that only raise namespace errors or bugs."""
-    if isinstance(error, (ValueError, TypeError)):
-        return InvalidInputError(f"Invalid input for {context}: {error}")
-    return None

@@ -74,11 +74,16 @@ def describe(parts: Sequence[str]) -> str:
 class NameRules:
     """What a catalog accepts as a database, catalog or table name.
 
-    ``pattern`` is matched against the whole name with its ASCII letters lower-cased when
-    ``lowercase`` is set (Glue and Hive store names in lower case, so names are
-    case-insensitive there). Only ASCII is folded for the check: full Unicode lower-casing
-    turns some other letters into ASCII ones (KELVIN SIGN into "k"), and a catalog that allows
-    only ASCII names (Hive) refuses such a name rather than folding it.
+    With ``lowercase`` set (Glue and Hive store names in lower case, so names are
+    case-insensitive there) the canonical name has its ASCII letters lower-cased, and only
+    those: full Unicode lower-casing turns some other letters into ASCII ones (KELVIN SIGN into
+    "k"), and what a catalog does with non-ASCII capitals is not something to rely on (Hive
+    refuses them; AWS documents Glue's lower-casing without saying which letters it folds). So
+    a name with a letter outside ASCII that has a lower-case form (``"Ä"``, KELVIN SIGN) is
+    refused, and every accepted name means one object whichever folding the catalog applies:
+    ``"Sales"`` is ``"sales"``, ``"straße"`` stays as written, ``"STRASSE"`` is ``"strasse"``.
+    ``pattern`` is matched against that canonical name. Access checks run on the same form
+    (the REST server's grants and decisions).
     """
 
     max_length: int = 255
@@ -110,9 +115,14 @@ class NameRules:
                 f"{self.max_length} characters"
             )
         folded = name.translate(_ASCII_LOWER) if self.lowercase else name
+        if self.lowercase and not folded.isascii() and folded.lower() != folded:
+            raise InvalidInputError(
+                f"{what.capitalize()} name {name!r}{where} has a capital letter outside ASCII, "
+                "which catalogs fold differently: write it in lower case"
+            )
         if self.pattern is not None and not self.pattern.fullmatch(folded):
             raise InvalidInputError(
                 f"{what.capitalize()} name {name!r}{where} is not valid here"
                 + (f": {self.pattern_hint}" if self.pattern_hint else "")
             )
-        return name.lower() if self.lowercase else name
+        return folded

@@ -10,6 +10,7 @@ fall back to ``string`` (a column list must never stop a registration), Spark re
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import cast
 
@@ -162,3 +163,25 @@ def catalog_columns(schema: pa.Schema) -> list[CatalogColumn]:
             comment = f"lance vector({arrow_field.type.list_size})"
         columns.append(CatalogColumn(arrow_field.name, hive_type(arrow_field.type), comment))
     return columns
+
+
+def keep_comments(
+    columns: list[CatalogColumn], before: list[CatalogColumn] | None
+) -> list[CatalogColumn]:
+    """``columns`` (from a Lance schema), each given the comment the catalog holds for the
+    column of that name when a data steward or another tool wrote it: such a comment survives
+    every write. Our own marker (``lance vector(n)``) is only a default: it never replaces a
+    comment someone wrote, and a marker held is replaced by the current one."""
+    held = {
+        c.name.lower(): c.comment
+        for c in before or ()
+        if c.comment and not _VECTOR_MARKER.fullmatch(c.comment)
+    }
+    return [
+        CatalogColumn(c.name, c.type, held[c.name.lower()]) if c.name.lower() in held else c
+        for c in columns
+    ]
+
+
+# The comment catalog_columns gives a vector column: ours, not anyone's description.
+_VECTOR_MARKER = re.compile(r"lance vector\(\d+\)")

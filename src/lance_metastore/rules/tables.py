@@ -7,9 +7,11 @@ The rules come from the Glue table definition spec and apply to Hive as well:
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import overload
+from typing import Any
 
 from lance_namespace.errors import InvalidInputError
 
@@ -39,6 +41,9 @@ class TableEntry:
     columns: list[CatalogColumn] | None = None
     # The backend's token for a conditional update (Glue VersionId); None where unsupported.
     version_token: str | None = None
+    # The catalog's own object as it was read (Glue's Table, the metastore's Thrift Table):
+    # every write starts from it and changes only what we own (see operations/commits.py).
+    raw: Any = field(default=None, repr=False)
 
     @property
     def is_lance(self) -> bool:
@@ -57,6 +62,50 @@ class TableEntry:
         return self.location == sent.location and all(
             self.parameters.get(key) == value for key, value in sent.parameters.items()
         )
+
+
+# Parameters a commit or registration owns; every other parameter belongs to whoever wrote it
+# (a data steward, Athena, Lake Formation) and is kept by every write.
+OWN_PARAMETER_PREFIX = "lance."
+
+
+# Set by the conditional write that fences a declared entry about to be removed (the undo of a
+# failed create or Spark job), to the time it was set (seconds since the epoch). While fresh,
+# the entry is being removed: reads and writes answer 404 (see operations/commits.py).
+REMOVING_KEY = "lance.removing"
+# A fence older than this was left by an undo that died between its fence and its removal (an
+# undo that lives lifts its own fence): the entry is a table again, and the next write through
+# the commit routine lifts the fence, conditionally. Far beyond any one catalog call.
+FENCE_SECONDS = 600.0
+# Clock difference between servers a fence set "in the future" may show.
+FENCE_SKEW_SECONDS = 60.0
+
+
+def fence_now() -> str:
+    """The value of a fence set now."""
+    return str(int(time.time()))
+
+
+def fenced(parameters: Mapping[str, str]) -> bool:
+    """Whether an entry is being removed: it holds a fence younger than FENCE_SECONDS. One
+    that cannot be read as a time, or set further ahead than FENCE_SKEW_SECONDS of clock
+    difference explains (``inf``, a day ahead), is stale: a fence never outlives its bound."""
+    value = parameters.get(REMOVING_KEY)
+    if value is None:
+        return False
+    try:
+        since = float(value)
+    except ValueError:
+        return False
+    age = time.time() - since
+    return math.isfinite(since) and -FENCE_SKEW_SECONDS <= age < FENCE_SECONDS
+
+
+def is_own_parameter(key: str) -> bool:
+    """Whether a table parameter is ours to set and replace (registration, commits)."""
+    return key.lower() in (TABLE_TYPE_KEY, MANAGED_BY_KEY, VERSION_KEY) or key.startswith(
+        OWN_PARAMETER_PREFIX
+    )
 
 
 def _lookup(parameters: Mapping[str, str], key: str) -> str | None:
@@ -95,6 +144,13 @@ def table_parameters(
             raise InvalidInputError(f"Table properties must map names to strings: {key!r}")
         if any(ord(ch) < 32 for ch in key):
             raise InvalidInputError(f"Table property name {key!r} contains a control character")
+    # What a commit records (the version, its manifest, ...) is ours alone: a caller's value
+    # would make the table open whatever manifest it names (another table's, even).
+    for key in params:
+        if is_own_parameter(key.lower()) and key.lower() not in (TABLE_TYPE_KEY, MANAGED_BY_KEY):
+            raise InvalidInputError(
+                f"Table property {key!r} is recorded by the catalog's commits and cannot be set"
+            )
     declared_type = _lookup(params, TABLE_TYPE_KEY)
     if declared_type is not None and declared_type.strip().lower() != LANCE_TABLE_TYPE:
         raise InvalidInputError(
@@ -109,40 +165,11 @@ def table_parameters(
             f"Property {MANAGED_BY_KEY}={requested!r} must be "
             f"{MANAGED_BY_STORAGE!r} or {MANAGED_BY_IMPL!r}"
         )
-    version = _lookup(params, VERSION_KEY)
-    if version is not None and not version.strip().isdigit():
-        raise InvalidInputError(f"Property {VERSION_KEY}={version!r} must be a whole number")
     params[TABLE_TYPE_KEY] = LANCE_TABLE_TYPE
     params[MANAGED_BY_KEY] = owner
     return params
 
 
-@overload
-def plain_location(location: str) -> str: ...
-@overload
-def plain_location(location: str | None) -> str | None: ...
-def plain_location(location: str | None) -> str | None:
-    """``file:/x`` and ``file:///x`` (as Hive qualifies local paths) become ``/x``."""
-    if location and location.startswith("file:"):
-        rest = location[len("file:") :]
-        if rest.startswith("//"):
-            rest = rest[2:]
-            if not rest.startswith("/"):  # file://host/path: keep it a URI
-                return location
-        return rest
-    return location
-
-
 def join_location(base: str, *names: str) -> str:
     """Join a storage root (local path or URI) with child names."""
     return locations.join(base, *names)
-
-
-def default_table_location(base: str, table: str) -> str:
-    """``<base>/<table>.lance``: the layout Lance's own directory namespace uses."""
-    return join_location(base, table + LANCE_SUFFIX)
-
-
-def check_location(location: str | None, what: str) -> str:
-    """A stored location as text (13 when missing or malformed); see :mod:`locations`."""
-    return locations.check_text(location, what)

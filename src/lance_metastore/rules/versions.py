@@ -13,6 +13,7 @@ and never deletes data.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from lance_namespace import TableVersion
 from lance_namespace.errors import ConcurrentModificationError, InvalidInputError
 
+from . import locations
 from .tables import VERSION_KEY
 
 MANIFEST_PATH_KEY = "lance.manifest_path"
@@ -91,6 +93,39 @@ def check_next(target: str, latest: int, version: int) -> None:
         )
 
 
+def check_consecutive(target: str, numbers: Iterable[int]) -> None:
+    """The versions one request commits must follow each other (n, n+1, ...): a repeated or
+    skipped number is a malformed request (13), judged before the catalog is read, so it is
+    never answered as a conflict (14) that Lance would retry."""
+    ordered = list(numbers)
+    for before, after in itertools.pairwise(ordered):
+        if after != before + 1:
+            raise InvalidInputError(
+                f"A commit to {target} of versions {ordered} refused: the versions of one "
+                "request must be consecutive, each once"
+            )
+
+
+NAMING_SCHEMES = ("V1", "V2")
+
+
+def check_scheme(target: str, requested: str | None, recorded: str | None) -> str | None:
+    """The naming scheme a commit records: the table's own. A commit may name it (or none),
+    never another one: two schemes in one ``_versions/`` make Lance refuse the table ("Found
+    multiple manifest naming schemes"), and an unknown one names no manifest at all (13)."""
+    if requested is not None and requested not in NAMING_SCHEMES:
+        raise InvalidInputError(
+            f"Naming scheme {requested!r} of a commit to {target} refused: it must be one of "
+            f"{', '.join(NAMING_SCHEMES)}"
+        )
+    if requested is not None and recorded is not None and requested != recorded:
+        raise InvalidInputError(
+            f"Naming scheme {requested!r} of a commit to {target} refused: the table's "
+            f"manifests are named by scheme {recorded!r}"
+        )
+    return requested or recorded
+
+
 def manifest_name(version: int, naming_scheme: str | None) -> str:
     """File name of a committed manifest under ``_versions/``, as Lance names it."""
     if (naming_scheme or "V2").upper() == "V1":
@@ -99,11 +134,9 @@ def manifest_name(version: int, naming_scheme: str | None) -> str:
 
 
 def store_path(location: str) -> str:
-    """The path of a location inside its object store, as Lance reports manifest paths."""
-    if "://" in location:
-        bucket_and_key = location.split("://", 1)[1]
-        return bucket_and_key.split("/", 1)[1] if "/" in bucket_and_key else ""
-    return location.lstrip("/")
+    """The path of a location inside its object store, as Lance reports manifest paths: the
+    key of its one parsed value (13 for text today's rules refuse)."""
+    return locations.stored(location, "Table").key.lstrip("/")
 
 
 @dataclass(frozen=True)

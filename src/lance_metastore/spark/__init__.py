@@ -16,6 +16,8 @@ session (the data source is imported on first use).
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ..rules.extras import requires_extra
@@ -30,6 +32,7 @@ __all__ = [
     "LanceDataSource",
     "LanceTable",
     "MergeBuilder",
+    "local_session",
     "register",
     "sql_conf",
     "use_in_this_thread",
@@ -45,6 +48,13 @@ _LAZY = {
 }
 
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+# Lance's Rust log at its default level prints a line per task on a first write ("No existing
+# dataset ... it will be created") into Spark's progress output. This module is imported before
+# Lance in the driver and in every Python worker (the source unpickles from here), so a default
+# set now reaches Lance's logger in each; a LANCE_LOG the user set wins.
+LANCE_LOG_DEFAULT = "error"
+os.environ.setdefault("LANCE_LOG", LANCE_LOG_DEFAULT)
 
 
 def register(spark: SparkSession, *, filter_pushdown: bool = True) -> None:
@@ -68,6 +78,36 @@ def register(spark: SparkSession, *, filter_pushdown: bool = True) -> None:
     )
     spark.dataSource.register(source)
     use_in_this_thread(spark)
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def local_session(
+    cores: int = 2, *, app_name: str = "lance-metastore", conf: dict[str, str] | None = None
+) -> SparkSession:
+    """A ``local[cores]`` SparkSession on loopback with format ``"lance"`` registered.
+
+    ``register`` gets a session whose JVM already runs, so it cannot choose where Spark binds:
+    Spark reads ``SPARK_LOCAL_IP`` when its JVM starts, and without it a host name that
+    resolves to a loopback address makes Spark pick another interface, with a warning. This
+    helper starts the JVM itself, so it sets ``SPARK_LOCAL_IP=127.0.0.1`` first unless it is
+    already set (a local session needs nothing beyond loopback; a cluster session must not
+    use it: its driver must be reachable). Its Python workers run this interpreter (it has
+    lance-metastore) unless ``PYSPARK_PYTHON`` says otherwise. ``conf`` adds session settings.
+    """
+    with requires_extra("spark"):
+        from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+    settings = {"spark.driver.host": LOOPBACK, "spark.driver.bindAddress": LOOPBACK}
+    for key, value in {**settings, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register(spark)
+    return spark
 
 
 def use_in_this_thread(spark: SparkSession) -> None:

@@ -4,8 +4,16 @@ Kept apart from the data path (:mod:`.fragments`) because it is where a write be
 visible and where failures must be undone exactly: one Lance commit (through the catalog
 when the catalog manages the table's versions) against the version read at planning, so
 readers see all of a job or none of it; after it, the job's ledger is cleared and the
-catalog's columns follow the new schema. On failure, the job's data files are deleted and a
-table the job declared is deregistered, unless the commit did land (a lost response).
+catalog's columns follow the new schema.
+
+On failure the job is undone (its data files deleted, a table it declared deregistered) only
+when the failure proves nothing will reference them: the commit was refused (a conflict, 14,
+or an invalid input, 13) and no version after the one the job read references the job's
+files. Any other failure (a client timeout, a lost reply, an unavailable catalog or store)
+leaves the commit's outcome unknown: it may be in flight on the catalog's server and land
+later. Then nothing is deleted, not by the commit nor by the abort Spark calls after it (the
+job's ``_COMMITTING`` marker says so across processes); files no version ever references are
+left to Lance's ``cleanup_old_versions``.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..rules.errors import is_lance_missing
+from ..rules.errors import classify_lance_error, is_lance_missing
 from .fragments import (
     JobLedger,
     LanceCommitMessage,
@@ -24,7 +32,7 @@ from .fragments import (
     delete_files,
     written_files,
 )
-from .options import Location
+from .options import ResolvedTable
 from .plan import OP_APPEND, WritePlan
 from .reader import open_dataset
 
@@ -35,7 +43,7 @@ logger = logging.getLogger("lance_metastore.spark")
 
 
 def commit_operation(
-    location: Location,
+    location: ResolvedTable,
     operation: Any,
     read_version: int | None,
     properties: Mapping[str, str] | None = None,
@@ -108,17 +116,18 @@ def commit_job(
     properties: Mapping[str, str] | None = None,
 ) -> Any:
     """Commit ``operation``, then clear the job's ledger and (``sync_columns``) bring the
-    catalog's columns up to the plan's schema. If the commit fails and did not land,
-    ``undo`` runs before the error is re-raised."""
+    catalog's columns up to the plan's schema. If the commit is refused for sure,
+    ``undo`` runs before the error is re-raised; if its outcome is unknown, nothing is
+    undone and the job's marker keeps Spark's abort from deleting anything either."""
+    ledger = JobLedger(plan.location, plan.job_id)
+    ledger.mark_committing()
     try:
         dataset = commit_operation(plan.location, operation, read_version, properties)
-    except BaseException:
-        # An error after the manifest was written (a lost response) must not delete
-        # files a committed version references: check before undoing.
-        if not committed(plan, messages):
+    except BaseException as error:
+        if undo_allowed(error, plan, messages):
+            ledger.clear_committing()
             undo()
         raise
-    ledger = JobLedger(plan.location, plan.job_id)
     ledger.remove()
     ledger.collect_garbage()
     if plan.location.table_id is not None and sync_columns:
@@ -126,8 +135,39 @@ def commit_job(
     return dataset
 
 
+def undo_allowed(error: BaseException, plan: WritePlan, messages: list[LanceCommitMessage]) -> bool:
+    """Whether a failed commit may be undone (its files deleted): only when it was refused
+    for sure (14 or 13: nothing was or will be committed by it) and no version after the one
+    the job read references its files. A timeout, a lost reply or an unavailable service
+    leaves the outcome unknown: the commit may still land on the server, so nothing is
+    deleted (Lance's ``cleanup_old_versions`` removes files no version references)."""
+    from lance_namespace.errors import (
+        ConcurrentModificationError,
+        InvalidInputError,
+        LanceNamespaceError,
+    )
+
+    kind = type(error) if isinstance(error, LanceNamespaceError) else classify_lance_error(error)
+    refused = issubclass(kind, (ConcurrentModificationError, InvalidInputError))
+    if refused and not committed(plan, messages):
+        return True
+    logger.warning(
+        "write to %s: the commit's outcome is unknown (%s); the job's data files are kept, "
+        "as a version may still reference them",
+        plan.location.name,
+        type(error).__name__,
+    )
+    return False
+
+
 def committed(plan: WritePlan, messages: list[LanceCommitMessage]) -> bool:
-    """Whether the latest version references this job's files (True if unsure)."""
+    """Whether any version after the one the job read references this job's files (True if
+    unsure): then the commit landed and only its reply was lost, and nothing may be deleted.
+
+    Every version after the read one is checked, newest first, not only the latest: a commit
+    whose reply was lost can be followed at once by another writer's (an overwrite, a
+    compaction, a delete) that no longer references the job's files, while time travel to the
+    job's own version still needs them."""
     ours = written_files(messages)
     if not ours:
         return False
@@ -135,12 +175,20 @@ def committed(plan: WritePlan, messages: list[LanceCommitMessage]) -> bool:
         dataset = open_dataset(plan.location)
     except Exception as error:
         return not is_lance_missing(error)
-    if plan.read_version is not None and dataset.version <= plan.read_version:
-        return False
+    first = (plan.read_version or 0) + 1
     try:
-        for fragment in dataset.get_fragments():
-            if any(f.path in ours for f in fragment.metadata.files):
+        for version in range(int(dataset.version), first - 1, -1):
+            try:
+                snapshot = (
+                    dataset if version == dataset.version else dataset.checkout_version(version)
+                )
+            except Exception as error:
+                if is_lance_missing(error):
+                    continue  # removed by cleanup: it references nothing any more
                 return True
+            for fragment in snapshot.get_fragments():
+                if any(f.path in ours for f in fragment.metadata.files):
+                    return True
     except Exception:
         return True
     return False

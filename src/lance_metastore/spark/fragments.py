@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+from lance_namespace.errors import InvalidInputError
 from pyspark.sql.datasource import WriterCommitMessage
 
-from .options import Location
+from ..rules.locations import Location
+from .options import ResolvedTable
 from .types import conform, realign
 
 logger = logging.getLogger("lance_metastore.spark")
@@ -40,13 +42,13 @@ class LanceCommitMessage(WriterCommitMessage):
     seconds: float = 0.0
 
 
-def _file_session(location: Location) -> Any:
+def _file_session(location: ResolvedTable) -> Any:
     from lance.file import LanceFileSession
 
     return LanceFileSession(location.uri.rstrip("/") + "/data", location.storage_options)
 
 
-def delete_files(location: Location, files: list[str]) -> None:
+def delete_files(location: ResolvedTable, files: list[str]) -> None:
     """Delete data files (paths relative to ``<location>/data``); missing ones are fine."""
     if not files:
         return
@@ -56,13 +58,16 @@ def delete_files(location: Location, files: list[str]) -> None:
             session.delete_file(path)
 
 
-def remove_empty_local_dirs(location: Location, subdirs: list[str] | None = None) -> None:
+def remove_empty_local_dirs(location: ResolvedTable, subdirs: list[str] | None = None) -> None:
     """Drop empty local directories the job left (object stores have none): ``subdirs`` of
     the table, innermost first, or by default ``data`` and the table directory itself."""
-    uri = location.uri
-    if "://" in uri and not uri.startswith("file://"):
+    try:  # as Lance opens it: a relative dataset path is the working directory's
+        where = Location.parse(location.uri, os.getcwd(), "Table")
+    except InvalidInputError:
+        return  # text the location rules refuse is never acted on
+    if not where.local:
         return
-    path = uri[len("file://") :] if uri.startswith("file://") else uri
+    path = where.key
     targets = [os.path.join(path, d) for d in subdirs] if subdirs else []
     if subdirs is None:
         targets = [os.path.join(path, "data"), path]
@@ -73,6 +78,9 @@ def remove_empty_local_dirs(location: Location, subdirs: list[str] | None = None
 
 JOBS_DIR = "_spark_jobs"
 _ABORTED = "_ABORTED"
+# Written before the job's commit, removed once its outcome is known: while it is there, an
+# abort deletes nothing (the commit may still land, in flight on a catalog's server).
+_COMMITTING = "_COMMITTING"
 
 
 class JobLedger:
@@ -94,7 +102,7 @@ class JobLedger:
 
     MARKER_TTL_SECONDS = 3600
 
-    def __init__(self, location: Location, job_id: str) -> None:
+    def __init__(self, location: ResolvedTable, job_id: str) -> None:
         self.location = location
         self.job_id = job_id
         self.prefix = f"{JOBS_DIR}/{job_id}"
@@ -154,6 +162,21 @@ class JobLedger:
             return bool(self._session().contains(f"{self.prefix}/{_ABORTED}"))
         except OSError:
             return False
+
+    def mark_committing(self) -> None:
+        """Record that the job's commit starts (raises if storage refuses: no commit then)."""
+        self._upload(_COMMITTING, "committing\n")
+
+    def committing(self) -> bool:
+        """Whether the job's commit started and its outcome is unknown (True if unsure)."""
+        try:
+            return bool(self._session().contains(f"{self.prefix}/{_COMMITTING}"))
+        except OSError:
+            return True
+
+    def clear_committing(self) -> None:
+        """The commit's outcome is known: an abort may undo the job again."""
+        self.remove(_COMMITTING)
 
     def mark_aborted(self) -> None:
         try:
@@ -289,7 +312,7 @@ class _FileTracker(_ProgressBase):
 
 def write_task(
     batches: Iterator[pa.RecordBatch],
-    location: Location,
+    location: ResolvedTable,
     job_id: str,
     schema: pa.Schema,
     names: list[str],

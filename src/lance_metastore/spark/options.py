@@ -15,7 +15,7 @@ values keep their case). Two ways to name a table:
   ``storage.*`` options are Lance storage options.
 
 Everything here runs on the driver, in the Python workers Spark starts to plan a read or a
-write; executors receive only the resolved :class:`Location`.
+write; executors receive only the resolved :class:`ResolvedTable`.
 """
 
 from __future__ import annotations
@@ -79,8 +79,13 @@ class OptionError(ValueError):
 
 
 @dataclass(frozen=True)
-class Location:
-    """A resolved table: where its dataset is and how to open it (picklable, secret-bearing)."""
+class ResolvedTable:
+    """A resolved table: where its dataset is and how to open it (picklable, secret-bearing).
+
+    Not a location value: ``uri`` is text handed to Lance as it is, the catalog's answer
+    (already the canonical form of :class:`lance_metastore.rules.locations.Location`) or the
+    dataset path the Spark options name. What judges or compares a location parses ``uri``
+    with that one parser (``fragments.remove_empty_local_dirs``)."""
 
     uri: str
     # repr=False: these carry credentials, and reprs end up in Spark's logs.

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from .fragments import new_job_id
-from .options import Location, OptionError, Target, bool_option, int_option, parse_target
+from .options import OptionError, ResolvedTable, Target, bool_option, int_option, parse_target
 from .reader import open_existing
 from .types import target_schema
 
@@ -41,7 +41,7 @@ OP_APPEND, OP_OVERWRITE, OP_CREATE, OP_SKIP = "append", "overwrite", "create", "
 class WritePlan:
     """Everything the tasks and the commit need, fixed on the driver at planning."""
 
-    location: Location
+    location: ResolvedTable
     operation: str
     schema: pa.Schema
     names: list[str]
@@ -75,7 +75,7 @@ def plan_write(options: Mapping[str, str], schema: StructType, overwrite: bool) 
     target = parse_target(options)
     mode = save_mode(options, overwrite)
     if target.impl is None:
-        location = Location(uri=target.path, storage_options=target.storage_options)
+        location = ResolvedTable(uri=target.path, storage_options=target.storage_options)
         dataset = open_existing(location)
         exists = dataset is not None
         declared = False
@@ -219,7 +219,7 @@ def _storage_version(dataset: Any) -> str | None:
         return None
 
 
-def _catalog_table(target: Target) -> tuple[Location, bool, bool]:
+def _catalog_table(target: Target) -> tuple[ResolvedTable, bool, bool]:
     """(location, existed, declared by us): describe the table, declare it if missing."""
     from lance_namespace import DeclareTableRequest, DescribeTableRequest
     from lance_namespace.errors import TableNotFoundError
@@ -234,7 +234,7 @@ def _catalog_table(target: Target) -> tuple[Location, bool, bool]:
         existed, declared = False, True
     if not response.location:
         raise OptionError(f"The catalog gives no location for table {target.name!r}")
-    location = Location(
+    location = ResolvedTable(
         uri=response.location,
         storage_options=dict(response.storage_options or {}) or None,
         impl=target.impl,
@@ -245,12 +245,24 @@ def _catalog_table(target: Target) -> tuple[Location, bool, bool]:
     return location, existed, declared
 
 
-def deregister(location: Location) -> None:
-    """Undo this job's declaration: remove the catalog entry (never any data)."""
+def deregister(location: ResolvedTable) -> None:
+    """Undo this job's declaration: remove the catalog entry (never any data), but only while
+    no other writer used it, through the namespace's fenced removal
+    (``remove_declared_table``). A client without it (a REST catalog) keeps the entry: an
+    unconditional deregister could take a table another writer wrote meanwhile."""
     from lance_namespace import DeregisterTableRequest
 
     ns = location.namespace()
+    remove = getattr(ns, "remove_declared_table", None)
+    if remove is None:
+        logger.warning(
+            "%s: the declared entry stays (its catalog has no fenced removal)", location.name
+        )
+        return
     try:
-        ns.deregister_table(DeregisterTableRequest(id=list(location.table_id or ())))
+        outcome = remove(DeregisterTableRequest(id=list(location.table_id or ())))
     except Exception as error:  # the job's own error matters more
         logger.warning("could not deregister %s after a failed write: %s", location.name, error)
+        return
+    if outcome == "kept":
+        logger.warning("%s was written by another writer: its declared entry stays", location.name)

@@ -25,7 +25,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from ..rules.errors import is_lance_missing
-from .options import Location, OptionError, Target, int_option
+from .options import OptionError, ResolvedTable, Target, int_option
 from .types import castable, conform, spark_arrow_schema, spark_type_or_none
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ ROW_ADDRESS = "_rowaddr"
 class Snapshot:
     """A table at one version, as the driver resolved it."""
 
-    location: Location
+    location: ResolvedTable
     version: int
     schema: pa.Schema
 
@@ -74,7 +74,7 @@ def fragment_of(dataset: LanceDataset, fragment_id: int) -> LanceFragment:
 
 
 def open_dataset(
-    location: Location, version: int | str | None = None, asof: Any = None
+    location: ResolvedTable, version: int | str | None = None, asof: Any = None
 ) -> LanceDataset:
     """The table's dataset; a catalog-managed table (``managed_versioning``) is opened through
     its catalog, which alone knows its versions (their manifests keep staging names); so is
@@ -96,17 +96,17 @@ def open_dataset(
     )
 
 
-def resolve_location(target: Target) -> Location:
+def resolve_location(target: Target) -> ResolvedTable:
     """Find the table's dataset: ask the catalog, or take the path as it is."""
     if target.impl is None:
-        return Location(uri=target.path, storage_options=target.storage_options)
+        return ResolvedTable(uri=target.path, storage_options=target.storage_options)
     from lance_namespace import DescribeTableRequest
 
     ns = target.namespace()
     response = ns.describe_table(DescribeTableRequest(id=list(target.table_id or ())))
     if not response.location:
         raise OptionError(f"The catalog gives no location for table {target.name!r}")
-    return Location(
+    return ResolvedTable(
         uri=response.location,
         storage_options=dict(response.storage_options or {}) or None,
         impl=target.impl,
@@ -163,7 +163,7 @@ def resolve_snapshot(target: Target, options: Mapping[str, str]) -> Snapshot:
     return Snapshot(location, int(dataset.version), dataset.schema)
 
 
-def open_existing(location: Location, version: int | None = None) -> LanceDataset | None:
+def open_existing(location: ResolvedTable, version: int | None = None) -> LanceDataset | None:
     """The table's dataset, or None when it has none yet (declared but never written)."""
     try:
         return open_dataset(location, version)

@@ -15,7 +15,7 @@ lance-spark is the Lance project's own Spark connector (JVM jars on Maven Centra
 Python catalog plugin, so SQL on our catalogs goes through it: its catalog speaks the REST spec
 to ``lance-metastore serve`` (or ``lance_metastore.rest.RestServer``), which serves a Glue or
 Hive namespace. The first session resolves the jars through Spark's own package resolution
-into one Ivy cache per machine (about 200 MB, once); ``fetch_jars`` then writes down the jar
+into one Ivy cache per machine (515 MB, once); ``fetch_jars`` then writes down the jar
 files it resolved, and every later session loads those files directly (``spark.jars``): no
 Ivy resolution, no network, no resolution report in the output.
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,10 @@ def streaming_query_id(options: Mapping[str, str]) -> str:
 
 
 def _as_uri(path: str) -> str:
-    return path if "://" in path else "file://" + path
+    """A checkpoint location as a URI; a relative path is relative to the working directory,
+    as Spark resolves it (the local file system's working directory is the JVM's, which is
+    the driver's and, in local mode, its Python workers')."""
+    return path if "://" in path else "file://" + os.path.abspath(path)
 
 
 def committed_batch(dataset: LanceDataset, query_id: str, lookback: int) -> int | None:
@@ -166,6 +170,11 @@ class LanceStreamWriter(LanceWriter, DataSourceStreamArrowWriter):  # type: igno
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
         plan = self.plan
+        if JobLedger(plan.location, plan.job_id).committing():
+            # The batch's commit failed with its outcome unknown (see .commit): keep it all;
+            # the ledger's records stay for the query's next micro-batch.
+            JobLedger(plan.location, plan.job_id).clear_committing()
+            return
         delete_job_files(plan, messages)
         # Later micro-batches of this query write under the same job: no abort marker.
         JobLedger(plan.location, plan.job_id).remove()

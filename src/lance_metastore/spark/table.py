@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, cast
 import pyarrow as pa
 from lance_namespace.errors import InvalidInputError, TableColumnNotFoundError
 
-from .commit import commit_operation
+from .commit import commit_operation, undo_allowed
 from .fragments import JobLedger, LanceCommitMessage, fragments_of
-from .options import Location, parse_target
+from .options import ResolvedTable, parse_target
 from .plan import OP_APPEND, WritePlan
 from .reader import ROW_ADDRESS, Snapshot, fragment_of, open_dataset, resolve_snapshot
 from .types import target_schema
@@ -250,6 +250,7 @@ class _Change:
         changes = self.changes.persist(StorageLevel.MEMORY_AND_DISK) if writes else self.changes
         writer: LanceWriter | None = None
         messages: list[LanceCommitMessage] = []
+        committing = False
         try:
             updated, removed, deleted = self._delete_rows(changes)
             if writes:
@@ -264,11 +265,18 @@ class _Change:
             if not updated and not removed and not new_fragments:
                 return ChangeResult(None, 0, 0)
             operation = self._operation(updated, removed, new_fragments, predicate)
+            committing = True
             dataset = commit_operation(
                 self.snapshot.location, operation, self.snapshot.version, None
             )
-        except BaseException:
-            if writer is not None and messages:
+        except BaseException as error:
+            # Before the commit, or a commit refused for sure: undo; else its outcome is
+            # unknown (it may land yet) and the files stay.
+            if (
+                writer is not None
+                and messages
+                and (not committing or undo_allowed(error, writer.plan, messages))
+            ):
                 writer.abort(list(messages))
             raise
         finally:
@@ -348,7 +356,7 @@ class _Change:
 
 
 def _delete_task(
-    location: Location, version: int, name: str
+    location: ResolvedTable, version: int, name: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A task: the row addresses of its partition (whole fragments, thanks to the
     repartition) -> one deletion file per fragment, as JSON messages."""

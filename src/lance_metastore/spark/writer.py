@@ -82,6 +82,11 @@ class LanceWriter(DataSourceArrowWriter):
         if plan.operation == OP_SKIP:
             return
         ledger = JobLedger(plan.location, plan.job_id)
+        if ledger.committing():
+            # Spark aborts after a commit that failed with its outcome unknown (see
+            # .commit): the commit may still land, so nothing is deleted or deregistered.
+            ledger.remove()
+            return
         ledger.mark_aborted()
         delete_job_files(plan, messages)
         ledger.remove(keep_marker=True)

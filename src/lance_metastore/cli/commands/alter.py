@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 
 from ...rules.identifiers import join_identifier
-from ...rules.schema import catalog_columns
 from ..app import CliFailure, JsonFlag, running
 
 
@@ -29,6 +28,8 @@ def _show_columns(state: Any, parts: list[str], version: int) -> None:
     """The table's new version (a note for people) and its columns as the catalog now has
     them (the command's result)."""
     import lance
+
+    from ...rules.schema import catalog_columns  # pyarrow: not for --help
 
     ns = state.namespace()
     dataset = lance.dataset(namespace_client=ns, table_id=list(parts), version=version)

@@ -97,7 +97,7 @@ def hms_start(
     json_flag: JsonFlag = False,
 ) -> None:
     """Start a local Hive Metastore in the background and print its thrift:// uri."""
-    from ...hive.local import LocalMetastore, MetastoreAlreadyRunningError
+    from ...hive.local import LocalMetastore, MetastoreAlreadyRunningError, java_executable
     from ...rules.loopback import is_loopback
 
     with running(ctx, json_flag) as state:
@@ -132,7 +132,15 @@ def hms_start(
             )
         already = False
         try:
-            with state.output.spinner(f"starting the metastore in {directory} (takes ~15 s)"):
+            if not metastore.is_running():
+                java_executable()  # a missing Java is the one line, not after this note
+                # One line before the wait, also where no spinner shows (pipes, files, CI): the
+                # first start takes ~20 s, and a silent command looks hung.
+                state.output.note(
+                    f"starting Hive Metastore {metastore.version} in {directory} "
+                    "(about 20 s the first time) ..."
+                )
+            with state.output.spinner(f"starting the metastore in {directory}"):
                 metastore.start()
         except MetastoreAlreadyRunningError as error:
             if not exist_ok:

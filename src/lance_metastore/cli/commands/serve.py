@@ -119,6 +119,116 @@ def serve_command(
             help="What an Arrow data body may decode to [default: 4x --max-body-mb].",
         ),
     ] = None,
+    max_json_mb: Annotated[
+        float,
+        typer.Option(
+            "--max-json-mb",
+            metavar="MB",
+            min=0.001,
+            help="JSON request body limit (every operation but the Arrow data ones).",
+        ),
+    ] = 1,
+    threads: Annotated[
+        int,
+        typer.Option(
+            "--threads",
+            metavar="N",
+            min=1,
+            help="Requests worked on at once (parsing, catalog calls), each on a thread.",
+        ),
+    ] = 32,
+    max_in_flight_per_client: Annotated[
+        int,
+        typer.Option(
+            "--max-in-flight-per-client",
+            metavar="N",
+            min=1,
+            help="Requests in progress per client address; past it 429 (code 21).",
+        ),
+    ] = 64,
+    max_in_flight_per_principal: Annotated[
+        int,
+        typer.Option(
+            "--max-in-flight-per-principal",
+            metavar="N",
+            min=1,
+            help="Requests in progress per authenticated principal; past it 429 (code 21).",
+        ),
+    ] = 24,
+    request_timeout: Annotated[
+        float,
+        typer.Option(
+            "--request-timeout",
+            metavar="SECONDS",
+            min=0.1,
+            help="Time a request's headers and body have to arrive, from its first byte.",
+        ),
+    ] = 60.0,
+    max_connections_per_client: Annotated[
+        int,
+        typer.Option(
+            "--max-connections-per-client",
+            metavar="N",
+            min=1,
+            help="Open connections per client address; past it 429 (code 21).",
+        ),
+    ] = 128,
+    max_connections_per_principal: Annotated[
+        int,
+        typer.Option(
+            "--max-connections-per-principal",
+            metavar="N",
+            min=1,
+            help="Open connections per authenticated principal (a connection's first "
+            "authenticated request names it); past it 429 (code 21) and the connection closes.",
+        ),
+    ] = 128,
+    http: Annotated[
+        str,
+        typer.Option(
+            "--http",
+            metavar="auto|h11|httptools",
+            help="HTTP/1.1 parser; auto: httptools (C) when installed, else h11.",
+        ),
+    ] = "auto",
+    loop: Annotated[
+        str,
+        typer.Option(
+            "--loop",
+            metavar="auto|asyncio|uvloop",
+            help="Event loop; auto: uvloop when installed, else asyncio's.",
+        ),
+    ] = "auto",
+    metrics_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--metrics-token-file",
+            metavar="PATH",
+            help="/metrics answers 'Authorization: Bearer <token in this file>' from anywhere "
+            "[default: loopback callers only].",
+        ),
+    ] = None,
+    log_format: Annotated[
+        str,
+        typer.Option(
+            "--log-format",
+            metavar="text|json",
+            help="Audit lines as key=value text or as JSON objects (the same fields).",
+        ),
+    ] = "text",
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            min=1,
+            help="Processes sharing the port, each a whole server; SIGHUP and SIGTERM reach all.",
+        ),
+    ] = 1,
+    listen_fd: Annotated[
+        int | None,
+        typer.Option("--listen-fd", hidden=True, help="A worker's inherited listening socket."),
+    ] = None,
     header_timeout: Annotated[
         float,
         typer.Option(
@@ -177,6 +287,9 @@ def serve_command(
             is_loopback,
         )
         from ...rest import serve as serve_rest
+        from ...rest.auth import read_private_file
+        from ...rest.connections import http_implementation
+        from ...rest.server import loop_implementation
 
         if bool(tls_cert) != bool(tls_key):
             raise ConfigError("TLS needs both --tls-cert and --tls-key")
@@ -212,12 +325,48 @@ def serve_command(
             body_timeout=body_timeout,
             keep_alive_timeout=keep_alive_timeout,
             max_connections=max_connections,
+            request_timeout=request_timeout,
+            max_connections_per_client=max_connections_per_client,
+            max_connections_per_principal=max_connections_per_principal,
         )
-        namespace = state.namespace()
+        try:
+            http_implementation(http)
+            loop_implementation(loop)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        if log_format not in ("text", "json"):
+            raise ConfigError(f"--log-format takes text or json, not {log_format!r}")
+        metrics_token = None
+        if metrics_token_file:
+            try:
+                metrics_token = read_private_file(
+                    str(metrics_token_file), "metrics token file", _warn
+                )
+            except (ValueError, OSError) as error:
+                raise ConfigError(str(error)) from None
 
         def announce(url: str) -> None:
             sys.stdout.write(url + "\n")
             sys.stdout.flush()
+
+        if workers > 1:
+            from ...rest.server import serve_workers
+
+            try:
+                status = serve_workers(
+                    _worker_command(),
+                    workers,
+                    host,
+                    port,
+                    tls=bool(tls_cert),
+                    on_ready=announce,
+                )
+            except OSError as error:
+                raise CliFailure(f"cannot serve on {host}:{port}: {error}") from None
+            if status:
+                raise CliFailure(f"a worker stopped with status {status}")
+            return
+        namespace = state.namespace()
 
         try:
             serve_rest(
@@ -229,15 +378,39 @@ def serve_command(
                 tls_key=str(tls_key) if tls_key else None,
                 max_body_bytes=max_body_mb * 1024 * 1024,
                 max_decoded_bytes=max_decoded_mb * 1024 * 1024 if max_decoded_mb else None,
+                max_json_bytes=int(max_json_mb * 1024 * 1024),
+                worker_threads=threads,
+                metrics_token=metrics_token,
+                audit_json=log_format == "json",
+                max_in_flight_per_client=max_in_flight_per_client,
+                max_in_flight_per_principal=max_in_flight_per_principal,
                 limits=limits,
                 insecure=insecure,
                 on_ready=announce,
                 audit_stream=sys.stderr,
+                listen_fd=listen_fd,
+                http=http,
+                loop=loop,
             )
         except ExposureError as error:
             raise ConfigError(str(error)) from None
         except OSError as error:
             raise CliFailure(f"cannot serve on {host}:{port}: {error}") from None
+
+
+def _worker_command() -> list[str]:
+    """This command line, run again as one worker (``--workers`` dropped)."""
+    args = sys.argv[1:]
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--workers":
+            skip = True
+        elif not arg.startswith("--workers="):
+            kept.append(arg)
+    return [sys.executable, "-m", "lance_metastore.cli", *kept]
 
 
 def _access_control(
@@ -265,6 +438,9 @@ def _access_control(
         read_private_file(str(api_keys_file), "API keys file", _warn)
         schemes.append(ApiKeys(file=str(api_keys_file)))
     if jwt_options:
+        jwks = jwt_options.get("jwks", "")
+        if jwks and not jwks.startswith(("https://", "http://")):  # a local key set file
+            read_private_file(jwks, "JWT key set file", _warn)
         schemes.append(JwtBearer(**jwt_options))
     if auth_scheme:
         options = {}
@@ -276,4 +452,6 @@ def _access_control(
         schemes.append(authenticator_from(auth_scheme, options))
     elif auth_options:
         raise ValueError("--auth-option needs --auth-scheme")
+    if policy_file:
+        read_private_file(str(policy_file), "policy file", _warn)  # names what it grants
     return AccessControl(schemes, str(policy_file) if policy_file else None)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ...rules.bulk import FAILED, PLANNED, REGISTERED, SKIPPED, BulkRegistration, register_many
 from ...rules.identifiers import join_identifier
 from ...rules.locations import DATA_KEPT_KEY
 from ...rules.redaction import scrub
@@ -21,6 +20,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from lance_namespace import DeclareTableResponse, LanceNamespace, RegisterTableResponse
+
+    from ...rules.bulk import BulkRegistration
 
 
 def register(app: typer.Typer) -> None:
@@ -119,6 +120,8 @@ def register_command(
 
 
 def registrations_document(result: BulkRegistration, secrets: list[str]) -> dict[str, Any]:
+    from ...rules.bulk import FAILED, PLANNED, REGISTERED, SKIPPED
+
     def entries(status: str) -> list[dict[str, Any]]:
         found = []
         for outcome in result.with_status(status):
@@ -174,6 +177,8 @@ def register_many_command(
     json_flag: JsonFlag = False,
 ) -> None:
     """Register every Lance dataset found under DIR (table name: directory minus .lance)."""
+    from ...rules.bulk import register_many  # pyarrow and Lance: not for --help
+
     with running(ctx, json_flag) as state:
         parts = state.identify(namespace)
         ns = state.namespace()
