@@ -1,0 +1,326 @@
+"""Claims: two racing declares or registers at one location, and exactly one wins.
+
+The catalog cannot say "create this entry unless another entry has this location": Glue and
+Hive Metastore make a *name* unique, never a location. So the check "no entry overlaps this
+location" and the entry's creation are made atomic by a claim on the location, held only
+while they run: take the claim, check the catalog for an overlapping entry, create the
+entry, release the claim. A request that cannot take the claim lost the race to one that is
+about to create an entry there (or inside or around it), and answers 5.
+
+Claims live in the server's own **claim store**, ``<root>/.lance-metastore/claims``, never
+at the location: a refused request writes nothing into anyone's table, read-only data can be
+registered, and a server needs no credentials for the data's store to declare. A claim is
+named by the SHA-256 of the location's canonical text, so every server sharing the root
+arbitrates one location through one name. A root on a store without conditional writes
+(``gs``, ``az``, ``hdfs``) has no claim store: there the Hive Metastore's lock claims the
+location (``_location_claim``); on Glue only the catalog check guards it. A claim store the
+server cannot write answers 17 naming the claim store (docs/locations.md).
+
+A claim can be left by a process that died holding it. Taking such a claim over must itself
+be a race exactly one taker wins, judged on one clock:
+
+- **local root**: an ``flock`` on the claim file: exclusive on the location's own, shared on
+  each of its ancestors', so nested locations conflict (an inner and an outer racer cannot
+  both win) while sibling tables do not. The kernel releases a dead holder's locks: no age
+  to judge, no clock. Within one process a table of held files decides first (on NFS, Linux
+  emulates ``flock`` with per-process locks). Claim files are never removed (unlinking one
+  would let a second holder lock a fresh file of the same name).
+- **S3 root**: the claim object is created with ``If-None-Match: *`` (of two racing puts
+  exactly one succeeds, the other gets 412) and carries a random token, so every claim has
+  its own ETag. A claim whose age reaches :data:`STALE_SECONDS` (a lease), measured on the
+  store's clock alone (the ``Date`` of the ``HeadObject`` answer minus its
+  ``LastModified``), is taken over with ``If-Match`` on the ETag just read: exactly one
+  taker's write succeeds. A release deletes it with ``If-Match`` on its own ETag, so a
+  holder slower than the lease never deletes the claim of the request that took it over.
+  S3 claims are exclusive on the location's own name only: nested locations racing on an
+  S3 root are guarded by the catalog check alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import errno
+import fcntl
+import hashlib
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from lance_namespace.errors import ServiceUnavailableError, TableAlreadyExistsError
+
+from .config import s3_flag, s3_option
+from .locations import CLAIM_STORE, Location
+
+logger = logging.getLogger(__name__)
+
+# The claim store's place under the root: ``<root>/.lance-metastore/claims``.
+STORE = CLAIM_STORE
+# The stores that can hold claims (a catalog may claim others itself:
+# CatalogCore._location_claim, the Hive Metastore's lock).
+CLAIMED_SCHEMES = ("file", "s3")
+# How long an S3 claim holds before another request may take it over (its lease).
+STALE_SECONDS = 60.0
+
+# The local claim files this process holds: path -> -1 (exclusive) or the number of shared
+# holders; and the lock guarding the table.
+_HELD: dict[str, int] = {}
+_HELD_LOCK = threading.Lock()
+
+_PRECONDITION_FAILED = ("PreconditionFailed", "412")
+_CONFLICT = ("ConditionalRequestConflict", "409")
+_MISSING = ("NoSuchKey", "404", "NotFound")
+
+Release = Callable[[], None]
+
+
+class ClaimTaken(Exception):
+    """Another request holds the claim on this location."""
+
+
+def store_under(root: Location | None) -> Location | None:
+    """The claim store of a catalog whose root is ``root`` (None: no root, no store)."""
+    if root is None or root.scheme not in CLAIMED_SCHEMES:
+        return None
+    return Location(root.scheme, root.authority, (*root.segments, *STORE))
+
+
+def claim_name(location: Location) -> str:
+    """The name of ``location``'s claim in the store: the SHA-256 of its canonical text."""
+    return hashlib.sha256(str(location).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def claimed(
+    location: Location,
+    store: Location | None,
+    storage_options: Mapping[str, str],
+    what: str,
+    *,
+    stale_after: float = STALE_SECONDS,
+) -> Iterator[None]:
+    """Hold the claim on ``location`` in ``store`` for the block; 5 if another request holds
+    it. ``stale_after``: the S3 lease (a local claim ends only with its holder)."""
+    try:
+        release = claim(location, store, storage_options, stale_after=stale_after)
+    except ClaimTaken:
+        raise TableAlreadyExistsError(
+            f"{what}: another request is placing a table at this location"
+        ) from None
+    try:
+        yield
+    finally:
+        release()
+
+
+def claim(
+    location: Location,
+    store: Location | None,
+    options: Mapping[str, str],
+    *,
+    stale_after: float = STALE_SECONDS,
+) -> Release:
+    """Take the claim on ``location`` in ``store``; its release. ClaimTaken if another request
+    holds it (or, locally, a claim on a location inside or around it)."""
+    if store is None or store.scheme not in CLAIMED_SCHEMES:
+        return lambda: None
+    location = location.real()  # one name per place, whichever link spells it
+    if store.local:
+        return _claim_local(store.key, location)
+    return _claim_s3(store, location, options, stale_after)
+
+
+def _unavailable_store(store: str, error: OSError) -> ServiceUnavailableError:
+    reason = errno.errorcode.get(error.errno or 0, "OSError")
+    return ServiceUnavailableError(
+        f"Cannot take a location claim: the claim store {store} is not writable ({reason}); "
+        "the server needs write access to <root>/.lance-metastore/claims"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Local files: flock in the claim store
+# --------------------------------------------------------------------------------------------
+
+
+def _chain(location: Location) -> list[Location]:
+    """``location``'s ancestors, shallowest first, then ``location`` itself."""
+    return [
+        Location(location.scheme, location.authority, location.segments[:n])
+        for n in range(len(location.segments) + 1)
+    ]
+
+
+def _claim_local(store: str, location: Location) -> Release:
+    """A shared ``flock`` on the claim file of every ancestor and an exclusive one on the
+    location's own: two claims conflict exactly when one location holds the other (siblings
+    share their ancestors' shared locks). Taken shallowest first, without waiting."""
+    try:
+        os.makedirs(store, exist_ok=True)
+    except OSError as error:
+        raise _unavailable_store(store, error) from None
+    chain = _chain(location)
+    held: list[tuple[str, int, int]] = []
+    try:
+        for index, place in enumerate(chain):
+            mode = fcntl.LOCK_EX if index == len(chain) - 1 else fcntl.LOCK_SH
+            path = os.path.join(store, claim_name(place))
+            held.append((path, _lock_file(store, path, mode), mode))
+    except BaseException:
+        _release_local(held)
+        raise
+    return lambda: _release_local(held)
+
+
+def _lock_file(store: str, path: str, mode: int) -> int:
+    """An open descriptor of the claim file ``path`` holding a ``mode`` lock (the process's
+    table first: on NFS, Linux emulates ``flock`` per process). ClaimTaken if held."""
+    with _HELD_LOCK:
+        count = _HELD.get(path, 0)
+        if count < 0 or (count > 0 and mode == fcntl.LOCK_EX):
+            raise ClaimTaken
+        _HELD[path] = -1 if mode == fcntl.LOCK_EX else count + 1
+    try:
+        try:
+            handle = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise _unavailable_store(store, error) from None
+        try:
+            fcntl.flock(handle, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(handle)
+            raise ClaimTaken from None
+        except BaseException:
+            os.close(handle)
+            raise
+        return handle
+    except BaseException:
+        _forget(path, mode)
+        raise
+
+
+def _forget(path: str, mode: int) -> None:
+    with _HELD_LOCK:
+        count = _HELD.get(path, 0)
+        if mode == fcntl.LOCK_EX or count <= 1:
+            _HELD.pop(path, None)
+        else:
+            _HELD[path] = count - 1
+
+
+def _release_local(held: list[tuple[str, int, int]]) -> None:
+    # The files stay (one per location ever claimed, a few bytes of inode): unlinking one
+    # would let a second holder lock a fresh file of the same name.
+    for path, handle, mode in reversed(held):
+        os.close(handle)
+        _forget(path, mode)
+    held.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# S3: conditional writes, a lease judged on the store's clock
+# --------------------------------------------------------------------------------------------
+
+
+def _claim_s3(
+    store: Location, location: Location, options: Mapping[str, str], stale_after: float
+) -> Release:
+    client = _s3_client(options)
+    bucket, key = store.authority, f"{store.key}/{claim_name(location)}"
+    for _ in range(3):
+        token = uuid.uuid4().hex.encode()  # every claim its own ETag
+        try:
+            etag = client.put_object(Bucket=bucket, Key=key, Body=token, IfNoneMatch="*")["ETag"]
+            return _s3_release(client, bucket, key, etag)
+        except Exception as error:
+            code = _code(error)
+            if code in _CONFLICT:
+                raise ClaimTaken from None
+            if code not in _PRECONDITION_FAILED:
+                raise _unavailable(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", code, error) from None
+        held = _s3_marker(client, bucket, key)
+        if held is None:
+            continue  # released meanwhile: claim it afresh
+        etag, age = held
+        if age is None or age < stale_after:
+            raise ClaimTaken
+        try:
+            etag = client.put_object(Bucket=bucket, Key=key, Body=token, IfMatch=etag)["ETag"]
+            return _s3_release(client, bucket, key, etag)
+        except Exception as error:
+            code = _code(error)
+            if code in _MISSING:
+                continue  # released meanwhile: claim it afresh
+            if code in _PRECONDITION_FAILED or code in _CONFLICT:
+                raise ClaimTaken from None  # another taker overwrote it first
+            raise _unavailable(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", code, error) from None
+    raise ClaimTaken
+
+
+def _s3_marker(client: Any, bucket: str, key: str) -> tuple[str, float | None] | None:
+    """The marker's ETag and age on the store's own clock (the answer's ``Date`` minus the
+    marker's ``LastModified``; None without a ``Date``: never judged stale); None if gone."""
+    try:
+        head = client.head_object(Bucket=bucket, Key=key)
+    except Exception as error:
+        code = _code(error)
+        if code in _MISSING:
+            return None
+        raise _unavailable(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", code, error) from None
+    date = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not date:
+        return str(head["ETag"]), None
+    try:
+        now = email.utils.parsedate_to_datetime(date)
+    except (TypeError, ValueError):
+        return str(head["ETag"]), None
+    return str(head["ETag"]), (now - head["LastModified"]).total_seconds()
+
+
+def _s3_release(client: Any, bucket: str, key: str, etag: str) -> Release:
+    def release() -> None:
+        try:
+            client.delete_object(Bucket=bucket, Key=key, IfMatch=etag)
+        except Exception as error:
+            # 412: our lease ran out and another request took the claim over: it is theirs.
+            # 404: gone already. Anything else (the store cannot reach or lacks conditional
+            # deletes): the marker stays and its lease runs out.
+            if _code(error) not in (*_PRECONDITION_FAILED, *_MISSING):
+                logger.warning("Could not release the claim at s3://%s/%s", bucket, key)
+
+    return release
+
+
+def _code(error: BaseException) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def _unavailable(store: str, code: str, error: BaseException) -> ServiceUnavailableError:
+    return ServiceUnavailableError(
+        f"Cannot take a location claim in the claim store {store} "
+        f"({code or type(error).__name__}): the server needs write access to "
+        "<root>/.lance-metastore/claims"
+    )
+
+
+def _s3_client(options: Mapping[str, str]) -> Any:
+    """A boto3 S3 client from Lance's storage options (object_store's key names)."""
+    from .aws_sessions import aws_session
+    from .extras import requires_extra
+
+    with requires_extra("aws"):
+        import boto3  # noqa: F401  (the extra's check)
+    endpoint = s3_option(options, "endpoint")
+    if endpoint and "://" not in endpoint:
+        endpoint = ("http://" if s3_flag(options, "allow_http") else "https://") + endpoint
+    kwargs: dict[str, Any] = {
+        "endpoint_url": endpoint,
+        "region_name": s3_option(options, "region"),
+        "aws_access_key_id": s3_option(options, "access_key_id"),
+        "aws_secret_access_key": s3_option(options, "secret_access_key"),
+        "aws_session_token": s3_option(options, "session_token"),
+    }
+    return aws_session().client("s3", **{k: v for k, v in kwargs.items() if v})
