@@ -2,12 +2,15 @@
 they race to take over a claim its holder left behind (issue 38).
 
 Local claims run against the file system, across threads and processes (a holder killed
-with SIGKILL leaves its marker); S3 claims against moto's server as shipped, whose
-``PutObject``/``DeleteObject`` honour ``If-None-Match``/``If-Match`` as AWS documents.
+with SIGKILL leaves its marker); S3 claims against the Glue emulator's S3 and moto's server
+as shipped: both honour ``If-None-Match``/``If-Match`` on ``PutObject``/``DeleteObject``, but
+only the emulator makes the check and the write one step, as AWS does, so races are asserted
+there alone.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -178,18 +181,23 @@ def test_a_link_planted_as_a_claim_file_is_never_followed(tmp_path: Path):
 
 
 # ---------------------------------------------------------------------------------------------
-# S3 (moto's server as shipped)
+# S3 (the Glue emulator and moto's server as shipped)
 # ---------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def s3(stock_moto: Any) -> tuple[Any, dict[str, str], str]:
-    """An S3 client, the storage options naming moto, and a fresh bucket."""
+@pytest.fixture(params=["emulator", "stock"])
+def s3(request: pytest.FixtureRequest) -> tuple[Any, dict[str, str], str]:
+    """An S3 client, the storage options naming the endpoint, and a fresh bucket: the Glue
+    emulator's S3 (moto's, with conditional writes atomic as AWS documents) and moto's server
+    as shipped, where a race's outcome is not asserted (see ``_atomic``)."""
+    server = request.getfixturevalue(
+        "glue_emulator" if request.param == "emulator" else "stock_moto"
+    )
     bucket = f"claims-{uuid.uuid4().hex[:8]}"
-    client = stock_moto.client("s3")
+    client = server.client("s3")
     client.create_bucket(Bucket=bucket)
     options = {
-        "aws_endpoint": stock_moto.endpoint,
+        "aws_endpoint": server.endpoint,
         "allow_http": "true",
         "aws_region": "us-east-1",
         "aws_access_key_id": "testing",
@@ -198,12 +206,20 @@ def s3(stock_moto: Any) -> tuple[Any, dict[str, str], str]:
     return client, options, bucket
 
 
+def _atomic(request: pytest.FixtureRequest) -> None:
+    """Races need conditional writes that are atomic: moto's server as shipped checks the
+    condition and writes in two steps, so two racers can both succeed there."""
+    if request.node.callspec.params.get("s3") == "stock":
+        pytest.skip("moto's server checks If-Match/If-None-Match and writes in two steps")
+
+
 def _marker(bucket: str, location: Location) -> dict[str, str]:
     store = _store(f"s3://{bucket}/lake")
     return {"Bucket": bucket, "Key": f"{store.key}/{claims.claim_name(location)}"}
 
 
-def test_s3_racing_claims_exactly_one_wins(s3):
+def test_s3_racing_claims_exactly_one_wins(s3, request):
+    _atomic(request)
     client, options, bucket = s3
     store = _store(f"s3://{bucket}/lake")
     for round_ in range(3):
@@ -223,10 +239,11 @@ def test_an_s3_claim_of_a_foreign_bucket_is_made_in_the_store(s3):
     release()
 
 
-def test_a_stale_s3_claim_is_taken_over_by_exactly_one(s3):
+def test_a_stale_s3_claim_is_taken_over_by_exactly_one(s3, request):
     """A claim older than the lease, on the store's clock (its ``Date`` minus the claim's
     ``LastModified``), is taken over by a write conditional on the ETag read: of several
     takers exactly one wins; a fresh claim is never taken over."""
+    _atomic(request)
     client, options, bucket = s3
     store = _store(f"s3://{bucket}/lake")
     location = Location.parse(f"s3://{bucket}/lake/db/t.lance", None, "t")
@@ -240,6 +257,42 @@ def test_a_stale_s3_claim_is_taken_over_by_exactly_one(s3):
         claims.claim(location, store, options, stale_after=60.0)
     won[0]()
     assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="lake/")
+
+
+def test_a_claim_is_never_judged_older_than_it_is_across_a_second_boundary(s3):
+    """``Date`` and ``LastModified`` are whole seconds: a claim made at x.9 and read at
+    (x+1).1 shows a difference of one second after 0.2 s. The lease is judged on that
+    difference less one second, so a claim younger than its lease is never taken over,
+    whichever side of a second boundary it was written and read on."""
+    _client, options, bucket = s3
+    store = _store(f"s3://{bucket}/lake")
+    for round_ in range(3):
+        location = Location.parse(f"s3://{bucket}/lake/db/tick{round_}.lance", None, "t")
+        while time.time() % 1.0 < 0.75:  # write just before a second boundary
+            time.sleep(0.05)
+        release = claims.claim(location, store, options)
+        deadline = time.monotonic() + 0.45  # read until just after it (younger than 0.5 s)
+        while time.monotonic() < deadline:
+            with pytest.raises(claims.ClaimTaken):
+                claims.claim(location, store, options, stale_after=0.5)
+        release()
+
+
+@pytest.mark.parametrize(
+    ("date", "age"),
+    [
+        ("Sat, 28 Nov 2026 17:44:02 GMT", 2.0),
+        ("Sat, 28 Nov 2026 17:44:02 -0000", 2.0),  # no zone: GMT, as HTTP dates are
+        ("Sat, 28 Nov 2026 18:44:02 +0100", 2.0),
+        ("Sat, 28 Nov 2026 17:44:02 GMT, Sat, 28 Nov 2026 17:44:03 GMT", 2.0),  # joined
+        ("", None),
+        (None, None),
+        ("yesterday", None),
+    ],
+)
+def test_a_claims_age_is_read_from_the_stores_date(date: str | None, age: float | None) -> None:
+    written = datetime.datetime(2026, 11, 28, 17, 44, 0, tzinfo=datetime.timezone.utc)
+    assert claims.store_age(date, written) == age
 
 
 def test_a_holder_past_its_lease_never_releases_the_takers_claim(s3):

@@ -732,6 +732,56 @@ def test_s3_still_works(emulator: GlueEmulator, target: GlueTarget) -> None:
     assert s3.get_object(Bucket="bucket-1", Key="data/file.txt")["Body"].read() == b"hello"
 
 
+def _eight_racing_puts(s3: Any, bucket: str, condition: dict[str, str]) -> list[str]:
+    """Eight puts of one object at once, each with ``condition``: their outcomes."""
+    start = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def put(writer: int) -> None:
+        start.wait()
+        try:
+            s3.put_object(Bucket=bucket, Key="claim", Body=str(writer).encode(), **condition)
+            outcomes.append("ok")
+        except ClientError as error:
+            outcomes.append(error.response["Error"]["Code"])
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sorted(outcomes)
+
+
+def test_racing_conditional_puts_of_one_object_have_one_winner(
+    emulator: GlueEmulator, target: GlueTarget
+) -> None:
+    """As on AWS: of eight puts conditional on one state of an object (absent, or one ETag),
+    exactly one succeeds and the others answer 412; moto's server alone can let several
+    pass (it checks, then writes)."""
+    s3 = target.client("s3")
+    bucket = f"race-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    for _round in range(3):
+        assert _eight_racing_puts(s3, bucket, {"IfNoneMatch": "*"}) == (
+            ["PreconditionFailed"] * 7 + ["ok"]
+        )
+        etag = s3.put_object(Bucket=bucket, Key="claim", Body=b"old")["ETag"]
+        assert _eight_racing_puts(s3, bucket, {"IfMatch": etag}) == (
+            ["PreconditionFailed"] * 7 + ["ok"]
+        )
+        s3.delete_object(Bucket=bucket, Key="claim")
+
+
+def test_relayed_answers_carry_one_date(emulator: GlueEmulator, target: GlueTarget) -> None:
+    """moto's own ``Date`` is relayed, not joined with a second one (a client reading the
+    store's clock parses one HTTP date)."""
+    s3 = target.client("s3")
+    s3.create_bucket(Bucket="one-date")
+    headers = s3.list_objects_v2(Bucket="one-date")["ResponseMetadata"]["HTTPHeaders"]
+    assert headers["date"].count("GMT") == 1
+
+
 def test_sts_still_works(target: GlueTarget) -> None:
     sts = target.client("sts")
     assert sts.get_caller_identity()["Account"] == target.account_id

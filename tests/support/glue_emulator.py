@@ -12,7 +12,9 @@ unknown target.
 ``GlueEmulator`` serves one endpoint on 127.0.0.1 (an OS-chosen port): requests whose
 ``X-Amz-Target`` is ``AWSGlue.*`` are answered by the emulator, everything else (STS, S3, IAM,
 ``/moto-api/``) is relayed unchanged to moto's ``ThreadedMotoServer`` as shipped (moto's public
-server-mode entry point, ``moto.server``). The emulator adds test hooks:
+server-mode entry point, ``moto.server``), writes of one S3 object one at a time, so that
+conditional writes (``If-Match``, ``If-None-Match``) are atomic as AWS documents them and moto's
+server alone does not make them (``_object_lock``). The emulator adds test hooks:
 fault injection, a pause hook (``hold``), a request log (``recording``), signature checks
 (``check_signatures``) and a principal whose policy grants no catalog action
 (``catalog_api_denied``).
@@ -618,6 +620,8 @@ class _EmulatorState:
         self.log: list[RecordedRequest] | None = None
         self.secrets: dict[str, str] | None = None  # access key -> secret, when checked
         self.catalog_calls_refused = 0
+        # S3 writes of one object, one at a time (see _object_lock).
+        self.object_locks = [threading.Lock() for _ in range(64)]
 
     def reset(self) -> None:
         with self.lock:
@@ -717,6 +721,25 @@ class _EmulatorState:
 # The endpoint: Glue answered here, the rest relayed to moto
 # --------------------------------------------------------------------------------------------
 
+_WRITES = {"PUT", "POST", "DELETE"}
+
+
+def _object_lock(
+    state: _EmulatorState, request: RecordedRequest
+) -> contextlib.AbstractContextManager[Any]:
+    """Atomic conditional writes, as AWS documents them: S3 evaluates ``If-Match`` and
+    ``If-None-Match`` and writes as one step, so of two racing conditional puts of one key
+    exactly one succeeds. moto's server checks the condition, then writes, in two steps on
+    two threads (both racers can pass the check). Writes of one object path (without the
+    query: a multipart completion is the object's write) are relayed one at a time, so its
+    check and write are one step here; reads and other objects go on in parallel. Not
+    covered: ``DeleteObjects`` (a bucket-level POST) is not ordered with the keys it names."""
+    if request.method not in _WRITES or "x-amz-target" in request.headers:
+        return contextlib.nullcontext()
+    path = request.path.split("?", 1)[0]
+    return state.object_locks[hash(path) % len(state.object_locks)]
+
+
 _HOP_BY_HOP = {"content-length", "transfer-encoding", "connection", "keep-alive"}
 
 
@@ -759,7 +782,14 @@ def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHa
             else:
                 status, reply, body = self._relay(request)
             with contextlib.suppress(OSError):  # the client gave up (a read timeout)
-                self.send_response(status)
+                # moto's answers carry their own Date and Server: one of each, as AWS sends
+                # (send_response would add a second, which clients join into one value).
+                self.send_response_only(status)
+                present = {name.lower() for name, _ in reply}
+                if "date" not in present:
+                    self.send_header("Date", self.date_time_string())
+                if "server" not in present:
+                    self.send_header("Server", self.version_string())
                 length = str(len(body))
                 for name, value in reply:
                     if name.lower() not in _HOP_BY_HOP:
@@ -799,6 +829,10 @@ def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHa
             return fault.http_status, [("Content-Type", "application/xml")], body
 
         def _relay(self, request: RecordedRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+            with _object_lock(state, request):
+                return self._relay_now(request)
+
+        def _relay_now(self, request: RecordedRequest) -> tuple[int, list[tuple[str, str]], bytes]:
             connection = http.client.HTTPConnection(moto.hostname, moto.port, timeout=120)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}

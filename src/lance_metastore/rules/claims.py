@@ -29,9 +29,11 @@ be a race exactly one taker wins, judged on one clock:
   exactly one succeeds, the other gets 412) and carries a random token, so every claim has
   its own ETag. A claim whose age reaches :data:`STALE_SECONDS` (a lease), measured on the
   store's clock alone (the ``Date`` of the ``HeadObject`` answer minus its
-  ``LastModified``), is taken over with ``If-Match`` on the ETag just read: exactly one
-  taker's write succeeds. A release deletes it with ``If-Match`` on its own ETag, so a
-  holder slower than the lease never deletes the claim of the request that took it over.
+  ``LastModified``, less one second: both stamps are whole seconds, so their difference can
+  exceed the true age by almost a second), is taken over with ``If-Match`` on the ETag just
+  read: exactly one taker's write succeeds. A release deletes it with ``If-Match`` on its
+  own ETag, so a holder slower than the lease never deletes the claim of the request that
+  took it over.
   S3 claims are exclusive on the location's own name only: nested locations racing on an
   S3 root are guarded by the catalog check alone.
 """
@@ -39,6 +41,7 @@ be a race exactly one taker wins, judged on one clock:
 from __future__ import annotations
 
 import contextlib
+import datetime
 import email.utils
 import errno
 import fcntl
@@ -64,6 +67,9 @@ STORE = CLAIM_STORE
 CLAIMED_SCHEMES = ("file", "s3")
 # How long an S3 claim holds before another request may take it over (its lease).
 STALE_SECONDS = 60.0
+# ``Date`` and ``LastModified`` are whole seconds, each truncated: their difference exceeds
+# the true age by up to (not including) this much, so it is taken off before judging a lease.
+_STAMP_RESOLUTION_SECONDS = 1.0
 
 # The local claim files this process holds: path -> -1 (exclusive) or the number of shared
 # holders; and the lock guarding the table.
@@ -245,7 +251,7 @@ def _claim_s3(
         if held is None:
             continue  # released meanwhile: claim it afresh
         etag, age = held
-        if age is None or age < stale_after:
+        if age is None or age - _STAMP_RESOLUTION_SECONDS < stale_after:
             raise ClaimTaken
         try:
             etag = client.put_object(Bucket=bucket, Key=key, Body=token, IfMatch=etag)["ETag"]
@@ -271,13 +277,24 @@ def _s3_marker(client: Any, bucket: str, key: str) -> tuple[str, float | None] |
             return None
         raise _unavailable(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", code, error) from None
     date = head.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    return str(head["ETag"]), store_age(date, head["LastModified"])
+
+
+def store_age(date: str | None, last_modified: datetime.datetime) -> float | None:
+    """Seconds from ``last_modified`` to the answer's ``Date`` header, both on the store's
+    clock; None without a readable ``Date``. An HTTP date is GMT: one without a zone
+    (``-0000``, or two values joined by a proxy, of which the first is read) is taken as UTC."""
     if not date:
-        return str(head["ETag"]), None
+        return None
     try:
         now = email.utils.parsedate_to_datetime(date)
-    except (TypeError, ValueError):
-        return str(head["ETag"]), None
-    return str(head["ETag"]), (now - head["LastModified"]).total_seconds()
+    except (TypeError, ValueError, IndexError):
+        return None
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=datetime.timezone.utc)
+    if last_modified.tzinfo is None:
+        last_modified = last_modified.replace(tzinfo=datetime.timezone.utc)
+    return (now - last_modified).total_seconds()
 
 
 def _s3_release(client: Any, bucket: str, key: str, etag: str) -> Release:
