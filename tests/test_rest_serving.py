@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import lance
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -138,6 +139,76 @@ def test_the_largest_json_body_does_not_stall_another_callers_describe(dir_serve
     assert loaded_median - idle_median < 0.100  # +5 ms on a quiet machine, +51 ms at load 20
     # p99 is at the mercy of this shared machine (load 20 seen); the old stall was 2.3-17 s
     assert p99(loaded) - p99(idle) < 3.0
+
+
+def test_changes_waiting_on_a_table_lock_leave_reads_their_threads(
+    hive_metastore_uri: str, tmp_path: Path
+):
+    """Reads and changes have a pool each: with every change thread of the server waiting for
+    a Hive table lock another client holds (managed appends through the server), describes
+    and listings are answered at once, and the appends land once the lock is released. With
+    one shared pool the describes waited for the lock's timeout (30 s)."""
+    from lance_namespace import connect
+    from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+    from support.waiting import wait_until
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+
+    from lance_metastore import Hive2Namespace
+
+    namespace = Hive2Namespace(uri=hive_metastore_uri, root=str(tmp_path), managed_by="impl")
+    db = f"pools_{os.urandom(4).hex()}"
+    namespace.create_namespace(CreateNamespaceRequest(id=[db]))
+    table_id = [db, "t"]
+    lance.write_dataset(DATA, namespace_client=namespace, table_id=table_id, mode="create")
+    host, port = hive_metastore_uri.removeprefix("thrift://").rsplit(":", 1)
+    transport = TTransport.TBufferedTransport(TSocket.TSocket(host, int(port)))
+    transport.open()
+    other = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+    component = ttypes.LockComponent(
+        type=ttypes.LockType.EXCLUSIVE,
+        level=ttypes.LockLevel.TABLE,
+        dbname=db,
+        tablename="t",
+        operationType=ttypes.DataOperationType.NO_TXN,
+        isTransactional=False,
+    )
+    held = other.lock(ttypes.LockRequest(component=[component], user="other", hostname="other"))
+    assert held.state == ttypes.LockState.ACQUIRED
+    errors: list[BaseException] = []
+    try:
+        with RestServer(namespace, worker_threads=2) as server:
+            changes = server.app.state.pools.changes
+
+            def append() -> None:
+                try:
+                    client = connect("rest", {"uri": server.url})
+                    lance.write_dataset(
+                        DATA, namespace_client=client, table_id=table_id, mode="append"
+                    )
+                except BaseException as error:
+                    errors.append(error)
+
+            writers = [threading.Thread(target=append) for _ in range(3)]
+            for writer in writers:
+                writer.start()
+            wait_until(lambda: changes.busy == 2, 60, "both change threads waiting on the lock")
+            with httpx.Client(base_url=server.url, timeout=30) as http:
+                started = time.monotonic()
+                for _ in range(5):
+                    assert http.post(f"/v1/table/{db}$t/describe", json={}).status_code == 200
+                    assert http.get(f"/v1/namespace/{db}/table/list").status_code == 200
+                answered = time.monotonic() - started
+            assert changes.busy == 2  # the appends still wait
+            other.unlock(ttypes.UnlockRequest(lockid=held.lockid))
+            for writer in writers:
+                writer.join(120)
+    finally:
+        transport.close()
+    assert answered < 10.0, answered  # milliseconds idle; the lock's timeout is 30 s
+    assert errors == [] and not any(writer.is_alive() for writer in writers)
+    dataset = lance.dataset(namespace_client=namespace, table_id=table_id)
+    assert dataset.count_rows() == 4 * len(DATA)
 
 
 def test_json_bodies_have_their_own_limit(tmp_path: Path):

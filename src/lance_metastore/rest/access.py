@@ -182,6 +182,14 @@ OPERATION_PRIVILEGES: dict[str, Rule] = {
     ),
 }
 
+
+def reads_only(operation: str) -> bool:
+    """Whether ``operation`` only reads (needs at most the ``read`` privilege); an operation
+    the table does not know counts as a change."""
+    rule = OPERATION_PRIVILEGES.get(operation)
+    return rule is not None and rule.privilege <= Privilege.READ
+
+
 # What storage permission (Lance's credential_vendor.permission) each privilege allows.
 STORAGE_PERMISSION: dict[Privilege | None, str] = {
     None: "none",

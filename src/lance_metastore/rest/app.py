@@ -49,7 +49,7 @@ from .fairness import (
     principal_name,
 )
 from .listings import LISTINGS, ForeignListings
-from .offload import DEFAULT_MAX_JSON_BYTES, DEFAULT_WORKER_THREADS, WorkerPool
+from .offload import DEFAULT_MAX_JSON_BYTES, DEFAULT_WORKER_THREADS, Pools, WorkerPool
 from .openapi import openapi_document
 from .operations import ARROW_FILE, OPERATIONS, Body, Operation, Reply, wire_kind
 from .routing import LastSegmentRouter
@@ -144,11 +144,12 @@ def create_app(
     bodies as they arrive, ``max_json_bytes`` the JSON bodies of every operation but the data
     ones (the body limit caps them too), ``max_decoded_bytes`` (default 4x the body limit)
     what an Arrow IPC data body may decode to (all 413, code 13). Parsing, the namespace call
-    and encoding the answer run on at most ``worker_threads`` threads, never on the event loop
-    (``offload.py``); one client address may have ``max_in_flight_per_client`` requests in
-    progress, one principal ``max_in_flight_per_principal`` (429, code 21, past them: see
-    ``fairness.py``; connections per principal are the server's ``ClientLimits``). One audit
-    line per request goes to ``audit_logger``
+    and encoding the answer run on worker threads, never on the event loop (``offload.py``):
+    at most ``worker_threads`` reads and as many changes at once. One client address may have
+    ``max_in_flight_per_client`` requests in progress, one principal
+    ``max_in_flight_per_principal`` (429, code 21, past them: see ``fairness.py``; connections
+    per principal are the server's ``ClientLimits``). One audit line per request goes to
+    ``audit_logger``
     (``lance_metastore.rest.audit`` by default; ``audit_json``: as JSON objects).
     ``/metrics`` answers loopback callers, or with ``metrics_token`` those presenting it
     (``metrics.py``). Our namespaces are switched to confined locations
@@ -174,7 +175,10 @@ def create_app(
     if access.policy is not None and callable(police):
         police()
     document: dict[str, Any] = {}
-    pool = WorkerPool(worker_threads)
+    # Reads and changes have a pool each: a change may wait on the catalog (a Hive table lock,
+    # a lost conditional write and its retry), and changes piling up on a busy table must not
+    # take the threads every describe and listing needs.
+    pools = Pools(reads=WorkerPool(worker_threads), changes=WorkerPool(worker_threads))
     max_json_bytes = min(max_json_bytes, max_body_bytes)
 
     async def health(request: Request) -> Response:
@@ -188,7 +192,7 @@ def create_app(
         return JSONResponse(document)
 
     metrics.install()
-    readiness = metrics.Readiness(namespace, pool)
+    readiness = metrics.Readiness(namespace, pools.reads)
     routes = [
         Route(HEALTH_PATH, health, methods=["GET"]),
         Route(READY_PATH, readiness.endpoint, methods=["GET"]),
@@ -201,7 +205,13 @@ def create_app(
             Route(
                 route_path,
                 _endpoint(
-                    namespace, operation, access, pool, max_json_bytes, max_decoded_bytes, foreign
+                    namespace,
+                    operation,
+                    access,
+                    pools.of(operation.name),
+                    max_json_bytes,
+                    max_decoded_bytes,
+                    foreign,
                 ),
                 methods=[operation.method],
             )
@@ -247,7 +257,7 @@ def create_app(
     )
     app.router = LastSegmentRouter(routes)  # the same routes, fewer tried (see routing.py)
     app.state.access = access
-    app.state.pool = pool
+    app.state.pools = pools
     return app
 
 

@@ -8,7 +8,11 @@ per step: each hop costs about 0.1 ms of scheduling, and the steps of one reques
 order anyway.
 
 The pool is bounded (``threads``): past it, requests wait for a thread, in arrival order, on
-the loop (which costs nothing while they wait). A thread holds the interpreter lock only while
+the loop (which costs nothing while they wait). Reads and changes have a pool each
+(:class:`Pools`): a change may hold its thread while it waits on the catalog (a Hive Metastore
+table lock polled until the writer before it is done, a lost conditional write retried), and
+a burst of changes to one busy table would otherwise hold every thread while describes and
+listings, which wait on nothing, queued behind them. A thread holds the interpreter lock only while
 it runs Python; parsing in C (``json.loads``, pydantic's validator) holds it for the length of
 one call, which is why JSON bodies have their own, small limit (:data:`DEFAULT_MAX_JSON_BYTES`):
 the largest body it allows parses in a few milliseconds.
@@ -17,9 +21,11 @@ the largest body it allows parses in a few milliseconds.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ..rules.extras import requires_extra
+from .access import reads_only
 
 with requires_extra("server"):
     import anyio
@@ -64,3 +70,16 @@ class WorkerPool:
     def waiting(self) -> int:
         """Calls waiting for a thread."""
         return 0 if self._limiter is None else int(self._limiter.statistics().tasks_waiting)
+
+
+@dataclass(frozen=True)
+class Pools:
+    """The server's two pools: ``reads`` for operations that only read (the ``list`` and
+    ``read`` privileges), ``changes`` for every other (writes, creates, schema changes)."""
+
+    reads: WorkerPool
+    changes: WorkerPool
+
+    def of(self, operation: str) -> WorkerPool:
+        """The pool that runs ``operation`` (a spec operation's name)."""
+        return self.reads if reads_only(operation) else self.changes
