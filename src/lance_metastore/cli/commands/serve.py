@@ -134,7 +134,10 @@ def serve_command(
             "--threads",
             metavar="N",
             min=1,
-            help="Requests worked on at once (parsing, catalog calls), each on a thread.",
+            help=(
+                "Requests worked on at once (parsing, catalog calls), each on a thread: "
+                "N reads and N changes, each kind on threads of its own."
+            ),
         ),
     ] = 32,
     max_in_flight_per_client: Annotated[
