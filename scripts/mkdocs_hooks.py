@@ -84,6 +84,19 @@ def cli_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+def _as_written(default: object) -> str:
+    """A property's default as a user writes the value (a string): ``true``, ``a,b``."""
+    if default is None:
+        return ""
+    if isinstance(default, bool):
+        text = str(default).lower()
+    elif isinstance(default, (tuple, list, set, frozenset)):
+        text = ",".join(sorted(str(item) for item in default))
+    else:
+        text = str(default)
+    return f"`{text}`" if text else "(empty)"
+
+
 def properties_reference() -> str:
     from lance_metastore.glue.namespace import PROPERTIES as GLUE
     from lance_metastore.hive.namespace import PROPERTIES as HIVE
@@ -110,7 +123,7 @@ def properties_reference() -> str:
         out += [f"## {title}", "", f"Properties of {impls}.", ""]
         out += ["| property | default | secret | meaning |", "|---|---|---|---|"]
         for prop in properties:
-            default = "" if prop.default is None else f"`{prop.default}`"
+            default = _as_written(prop.default)
             secret = "yes" if prop.secret else ""
             out.append(f"| `{prop.name}` | {_cell(default)} | {secret} | {_cell(prop.doc)} |")
         out.append("")
