@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from lance_namespace.errors import ServiceUnavailableError
+from lance_namespace.errors import ConcurrentModificationError, ServiceUnavailableError
 
 from lance_metastore.rules import claims
 from lance_metastore.rules.locations import Location
@@ -278,6 +278,66 @@ def test_a_claim_is_never_judged_older_than_it_is_across_a_second_boundary(s3):
         release()
 
 
+def _emulated(request: pytest.FixtureRequest) -> Any:
+    """The Glue emulator behind the ``s3`` fixture (its fault hooks), or skip on stock moto."""
+    if request.node.callspec.params.get("s3") != "emulator":
+        pytest.skip("needs the emulator's storage hooks")
+    return request.getfixturevalue("glue_emulator")
+
+
+def test_a_store_that_ignores_conditional_writes_answers_17(s3, request):
+    """A store (or proxy) that drops If-None-Match would hand every racer the claim: the
+    store is probed before its first claim and refused, naming why."""
+    emulator = _emulated(request)
+    client, options, bucket = s3
+    location = Location.parse(f"s3://{bucket}/lake/db/t.lance", None, "t")
+    with (
+        emulator.ignoring_conditional_writes(),
+        pytest.raises(ServiceUnavailableError, match="ignores conditional writes"),
+    ):
+        claims.claim(location, _store(f"s3://{bucket}/lake"), options)
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="lake/")
+
+
+def test_a_claim_whose_answer_was_lost_is_still_ours(s3, request):
+    """S3 applied the claim's put and its answer was lost (500): botocore sends it again, the
+    retry meets the object it wrote (412), and that object is recognised as ours by its ETag,
+    not taken for another request's claim that would block the location for the lease."""
+    emulator = _emulated(request)
+    client, options, bucket = s3
+    store = _store(f"s3://{bucket}/lake")
+    location = Location.parse(f"s3://{bucket}/lake/db/lost.lance", None, "t")
+    claims.claim(Location.parse(f"s3://{bucket}/lake/db/x.lance", None, "t"), store, options)()
+    with emulator.storage_fault(
+        "PUT", r"/claims/[0-9a-f]{64}$", 500, "InternalError", times=1, after_apply=True
+    ) as fault:
+        release = claims.claim(location, store, options)
+    assert fault.met == 1
+    with pytest.raises(claims.ClaimTaken):  # held: by us
+        claims.claim(location, store, options)
+    release()
+    claims.claim(location, store, options)()  # released: free again
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="lake/")
+
+
+def test_a_claim_held_past_half_its_lease_refuses_to_write(s3, tmp_path):
+    """Another request may take over an S3 claim once its lease runs out: a holder whose checks
+    took more than half the lease answers 14 (retry) before it writes. Local claims hold until
+    released: no lease."""
+    _client, options, bucket = s3
+    location = Location.parse(f"s3://{bucket}/lake/db/slow.lance", None, "t")
+    store = _store(f"s3://{bucket}/lake")
+    with claims.claimed(location, store, options, "Cannot declare", stale_after=0.4) as within:
+        within()  # at once: fine
+        time.sleep(0.25)
+        with pytest.raises(ConcurrentModificationError, match=r"half its 0\.4 s lease"):
+            within()
+    local = Location.parse(str(tmp_path / "t.lance"), None, "t")
+    with claims.claimed(local, _store(tmp_path), {}, "Cannot declare", stale_after=0.4) as within:
+        time.sleep(0.25)
+        within()
+
+
 @pytest.mark.parametrize(
     ("date", "age"),
     [
@@ -288,6 +348,7 @@ def test_a_claim_is_never_judged_older_than_it_is_across_a_second_boundary(s3):
         ("", None),
         (None, None),
         ("yesterday", None),
+        ("Sat, 28 Nov 2026 17:44:02 +99999999999999999999", None),  # overflows: unreadable
     ],
 )
 def test_a_claims_age_is_read_from_the_stores_date(date: str | None, age: float | None) -> None:

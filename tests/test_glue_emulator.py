@@ -773,6 +773,36 @@ def test_racing_conditional_puts_of_one_object_have_one_winner(
         s3.delete_object(Bucket=bucket, Key="claim")
 
 
+def test_ignoring_conditional_writes_drops_the_conditions(
+    emulator: GlueEmulator, target: GlueTarget
+) -> None:
+    """Within the block S3 acts as a store without conditional writes; after it, as AWS."""
+    s3 = target.client("s3")
+    s3.create_bucket(Bucket="no-conditions")
+    s3.put_object(Bucket="no-conditions", Key="k", Body=b"1")
+    with emulator.ignoring_conditional_writes():
+        s3.put_object(Bucket="no-conditions", Key="k", Body=b"2", IfNoneMatch="*")
+    assert s3.get_object(Bucket="no-conditions", Key="k")["Body"].read() == b"2"
+    assert error_of(
+        lambda: s3.put_object(Bucket="no-conditions", Key="k", Body=b"3", IfNoneMatch="*")
+    ) == ("PreconditionFailed", 412)
+
+
+def test_a_storage_fault_after_apply_writes_then_fails(
+    emulator: GlueEmulator, target: GlueTarget
+) -> None:
+    """``after_apply``: the write lands in moto, and the client is answered the error."""
+    s3 = target.client("s3")  # no retries
+    s3.create_bucket(Bucket="lost-answers")
+    with emulator.storage_fault("PUT", r"/k$", 500, "InternalError", after_apply=True) as fault:
+        assert error_of(lambda: s3.put_object(Bucket="lost-answers", Key="k", Body=b"v")) == (
+            "InternalError",
+            500,
+        )
+    assert fault.met == 1
+    assert s3.get_object(Bucket="lost-answers", Key="k")["Body"].read() == b"v"
+
+
 def test_relayed_answers_carry_one_date(emulator: GlueEmulator, target: GlueTarget) -> None:
     """moto's own ``Date`` is relayed, not joined with a second one (a client reading the
     store's clock parses one HTTP date)."""

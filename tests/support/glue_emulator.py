@@ -512,7 +512,9 @@ class _Fault:
 @dataclass
 class _StorageFault:
     """A relayed (S3) request refused before it reaches moto: ``method`` and a regular
-    expression the request's path must match; ``remaining`` None: until cleared."""
+    expression the request's path must match; ``remaining`` None: until cleared;
+    ``after_apply``: moto applies the request first, then the error is answered (a write
+    whose answer was lost)."""
 
     method: str
     path: re.Pattern[str]
@@ -520,6 +522,7 @@ class _StorageFault:
     error_code: str
     remaining: int | None
     met: int = 0
+    after_apply: bool = False
 
 
 class HeldRequest:
@@ -620,6 +623,9 @@ class _EmulatorState:
         self.log: list[RecordedRequest] | None = None
         self.secrets: dict[str, str] | None = None  # access key -> secret, when checked
         self.catalog_calls_refused = 0
+        # Emulates an S3-compatible store without conditional writes: If-Match and
+        # If-None-Match are dropped before the request reaches moto.
+        self.conditional_writes_ignored = False
         # S3 writes of one object, one at a time (see _object_lock).
         self.object_locks = [threading.Lock() for _ in range(64)]
 
@@ -821,6 +827,8 @@ def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHa
                     fault.remaining -= 1
                     if fault.remaining <= 0:
                         state.storage_faults.remove(fault)
+            if fault.after_apply:
+                self._relay(request)
             body = (
                 '<?xml version="1.0" encoding="UTF-8"?><Error>'
                 f"<Code>{fault.error_code}</Code><Message>Injected by GlueEmulator.</Message>"
@@ -835,7 +843,10 @@ def _handler_for(state: _EmulatorState, upstream: str) -> type[BaseHTTPRequestHa
         def _relay_now(self, request: RecordedRequest) -> tuple[int, list[tuple[str, str]], bytes]:
             connection = http.client.HTTPConnection(moto.hostname, moto.port, timeout=120)
             try:
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+                dropped = set(_HOP_BY_HOP)
+                if state.conditional_writes_ignored:
+                    dropped |= {"if-match", "if-none-match"}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 connection.request(self.command, self.path, body=request.body, headers=headers)
                 response = connection.getresponse()
                 return response.status, response.getheaders(), response.read()
@@ -1105,11 +1116,15 @@ class GlueEmulator(StockMotoServer):
         http_status: int = 503,
         error_code: str = "SlowDown",
         times: int | None = None,
+        after_apply: bool = False,
     ) -> Iterator[_StorageFault]:
         """Refuse relayed (S3) requests of ``method`` whose path matches the regular expression
         ``path`` with S3's error answer, ``times`` times or for the whole block; the fault's
-        ``met`` counts the requests refused. moto itself is unchanged."""
-        fault = _StorageFault(method, re.compile(path), http_status, error_code, times)
+        ``met`` counts the requests refused. ``after_apply``: moto applies each first (the
+        write lands, its answer is lost). moto itself is unchanged."""
+        fault = _StorageFault(
+            method, re.compile(path), http_status, error_code, times, after_apply=after_apply
+        )
         with self._state.lock:
             self._state.storage_faults.append(fault)
         try:
@@ -1118,6 +1133,18 @@ class GlueEmulator(StockMotoServer):
             with self._state.lock:
                 if fault in self._state.storage_faults:
                     self._state.storage_faults.remove(fault)
+
+    @contextlib.contextmanager
+    def ignoring_conditional_writes(self) -> Iterator[None]:
+        """For the block, S3 as some S3-compatible stores and proxies are: ``If-Match`` and
+        ``If-None-Match`` are dropped, so every conditional write succeeds."""
+        with self._state.lock:
+            self._state.conditional_writes_ignored = True
+        try:
+            yield
+        finally:
+            with self._state.lock:
+                self._state.conditional_writes_ignored = False
 
     def clear_faults(self) -> None:
         with self._state.lock:

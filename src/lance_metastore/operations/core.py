@@ -459,7 +459,9 @@ class CatalogCore(LanceNamespace):
             return
         refusal = f"Cannot {verb} {what}"
         with (
-            claims.claimed(resolved, self._claim_store, self.storage_options, refusal),
+            claims.claimed(
+                resolved, self._claim_store, self.storage_options, refusal
+            ) as within_lease,
             self._location_claim(resolved, refusal),
         ):
             if self._location_holder(path, name, resolved, namespace_dir) is not None:
@@ -468,6 +470,7 @@ class CatalogCore(LanceNamespace):
                     "exists as, holds or lies inside the location of an existing catalog "
                     "entry; set shared_locations=true to allow it"
                 )
+            within_lease()
             yield str(resolved)
 
     @contextlib.contextmanager
@@ -512,7 +515,9 @@ class CatalogCore(LanceNamespace):
             raise InvalidInputError(f"{what}: location {str(directory)!r} is not allowed: {rule}")
         refusal = f"Cannot create {what}"
         with (
-            claims.claimed(directory, self._claim_store, self.storage_options, refusal),
+            claims.claimed(
+                directory, self._claim_store, self.storage_options, refusal
+            ) as within_lease,
             self._location_claim(directory, refusal),
         ):
             if self._namespace_location_taken(path, directory, layout[0]):
@@ -520,6 +525,7 @@ class CatalogCore(LanceNamespace):
                     f"{what}: its directory {str(directory)!r} overlaps an existing catalog "
                     "entry or another namespace's directory"
                 )
+            within_lease()
             yield checked
 
     def _namespace_location_taken(

@@ -33,7 +33,12 @@ be a race exactly one taker wins, judged on one clock:
   exceed the true age by almost a second), is taken over with ``If-Match`` on the ETag just
   read: exactly one taker's write succeeds. A release deletes it with ``If-Match`` on its
   own ETag, so a holder slower than the lease never deletes the claim of the request that
-  took it over.
+  took it over, and a holder past half its lease refuses to write (``claimed``'s
+  ``within_lease``: 14, retry) before the request that may take it over could. A put whose
+  answer was lost and which botocore sent again finds its own object (its ETag is the MD5 of
+  the token): the claim is still ours. A 409 (a write racing another, which AWS says to retry)
+  is retried. Each store is probed once per process: one that ignores ``If-None-Match`` (some
+  S3-compatible stores and proxies) would hand every racer the claim, so it answers 17.
   S3 claims are exclusive on the location's own name only: nested locations racing on an
   S3 root are guarded by the catalog check alone.
 """
@@ -49,11 +54,16 @@ import hashlib
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from lance_namespace.errors import ServiceUnavailableError, TableAlreadyExistsError
+from lance_namespace.errors import (
+    ConcurrentModificationError,
+    ServiceUnavailableError,
+    TableAlreadyExistsError,
+)
 
 from .config import s3_flag, s3_option
 from .locations import CLAIM_STORE, Location
@@ -70,6 +80,10 @@ STALE_SECONDS = 60.0
 # ``Date`` and ``LastModified`` are whole seconds, each truncated: their difference exceeds
 # the true age by up to (not including) this much, so it is taken off before judging a lease.
 _STAMP_RESOLUTION_SECONDS = 1.0
+# Attempts at an S3 claim (a claim released or taken over meanwhile, a 409 of a write that
+# raced another, is tried again), and the pause after a 409, growing with each attempt.
+_ATTEMPTS = 3
+_CONFLICT_PAUSE_SECONDS = 0.05
 
 # The local claim files this process holds: path -> -1 (exclusive) or the number of shared
 # holders; and the lock guarding the table.
@@ -107,17 +121,33 @@ def claimed(
     what: str,
     *,
     stale_after: float = STALE_SECONDS,
-) -> Iterator[None]:
+) -> Iterator[Callable[[], None]]:
     """Hold the claim on ``location`` in ``store`` for the block; 5 if another request holds
-    it. ``stale_after``: the S3 lease (a local claim ends only with its holder)."""
+    it. ``stale_after``: the S3 lease (a local claim ends only with its holder).
+
+    The block gets ``within_lease``, to call just before it writes what the claim guards: an
+    S3 claim held longer than half its lease may be taken over by another request before the
+    write lands (checks that searched a large catalog, a slow or retried catalog call), so
+    past that it answers 14 and the caller retries with a fresh claim."""
+    started = time.monotonic()
     try:
         release = claim(location, store, storage_options, stale_after=stale_after)
     except ClaimTaken:
         raise TableAlreadyExistsError(
             f"{what}: another request is placing a table at this location"
         ) from None
+    leased = store is not None and store.scheme in CLAIMED_SCHEMES and not store.local
+
+    def within_lease() -> None:
+        held = time.monotonic() - started
+        if leased and held > stale_after / 2:
+            raise ConcurrentModificationError(
+                f"{what}: the checks under the location's claim took {held:.0f} s, more than "
+                f"half its {stale_after:g} s lease; retry"
+            )
+
     try:
-        yield
+        yield within_lease
     finally:
         release()
 
@@ -236,21 +266,26 @@ def _claim_s3(
 ) -> Release:
     client = _s3_client(options)
     bucket, key = store.authority, f"{store.key}/{claim_name(location)}"
-    for _ in range(3):
+    where = f"s3://{bucket}/{key.rsplit('/', 1)[0]}"
+    _require_conditional_writes(client, bucket, store.key, where)
+    for attempt in range(_ATTEMPTS):
         token = uuid.uuid4().hex.encode()  # every claim its own ETag
         try:
             etag = client.put_object(Bucket=bucket, Key=key, Body=token, IfNoneMatch="*")["ETag"]
             return _s3_release(client, bucket, key, etag)
         except Exception as error:
             code = _code(error)
-            if code in _CONFLICT:
-                raise ClaimTaken from None
+            if code in _CONFLICT:  # raced a release or another write: AWS says retry
+                time.sleep(_CONFLICT_PAUSE_SECONDS * (attempt + 1))
+                continue
             if code not in _PRECONDITION_FAILED:
-                raise _unavailable(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", code, error) from None
+                raise _unavailable(where, code, error) from None
         held = _s3_marker(client, bucket, key)
         if held is None:
             continue  # released meanwhile: claim it afresh
         etag, age = held
+        if _is_ours(etag, token):  # our put landed, its answer was lost and the retry saw it
+            return _s3_release(client, bucket, key, etag)
         if age is None or age - _STAMP_RESOLUTION_SECONDS < stale_after:
             raise ClaimTaken
         try:
@@ -260,10 +295,60 @@ def _claim_s3(
             code = _code(error)
             if code in _MISSING:
                 continue  # released meanwhile: claim it afresh
-            if code in _PRECONDITION_FAILED or code in _CONFLICT:
-                raise ClaimTaken from None  # another taker overwrote it first
-            raise _unavailable(f"s3://{bucket}/{key.rsplit('/', 1)[0]}", code, error) from None
+            if code not in _PRECONDITION_FAILED and code not in _CONFLICT:
+                raise _unavailable(where, code, error) from None
+        held = _s3_marker(client, bucket, key)  # lost the takeover, unless a retry of ours won
+        if held is not None and _is_ours(held[0], token):
+            return _s3_release(client, bucket, key, held[0])
+        raise ClaimTaken
     raise ClaimTaken
+
+
+def _is_ours(etag: str, token: bytes) -> bool:
+    """Whether the claim object is the one we wrote: a single-part object's ETag is the MD5 of
+    its body (not with SSE-KMS or SSE-C; then the object counts as another request's)."""
+    return etag.strip('"') == hashlib.md5(token, usedforsecurity=False).hexdigest()
+
+
+# Stores whose conditional writes were probed, by endpoint and bucket: this process checks each
+# once (a probe is three requests).
+_PROBED: set[tuple[str, str]] = set()
+_PROBED_LOCK = threading.Lock()
+
+
+def _require_conditional_writes(client: Any, bucket: str, prefix: str, where: str) -> None:
+    """17 unless the store refuses a second ``If-None-Match: *`` put of one object (412): a
+    store or proxy that drops the header would hand every racer the claim, silently."""
+    probed = (str(client.meta.endpoint_url), bucket)
+    with _PROBED_LOCK:
+        if probed in _PROBED:
+            return
+    key = f"{prefix}/probe-{uuid.uuid4().hex}"
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=b"probe", IfNoneMatch="*")
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=b"probe", IfNoneMatch="*")
+            honoured = False
+        except Exception as error:
+            code = _code(error)
+            if code not in _PRECONDITION_FAILED and code not in _CONFLICT:
+                raise _unavailable(where, code, error) from None
+            honoured = True
+    except ServiceUnavailableError:
+        raise
+    except Exception as error:
+        raise _unavailable(where, _code(error), error) from None
+    finally:
+        with contextlib.suppress(Exception):
+            client.delete_object(Bucket=bucket, Key=key)
+    if not honoured:
+        raise ServiceUnavailableError(
+            f"The claim store at {where} ignores conditional writes (If-None-Match): claims "
+            "on its locations could not be exclusive; use a store that honours them (AWS S3 "
+            "does), or set shared_locations=true to place tables without claims"
+        )
+    with _PROBED_LOCK:
+        _PROBED.add(probed)
 
 
 def _s3_marker(client: Any, bucket: str, key: str) -> tuple[str, float | None] | None:
@@ -288,7 +373,7 @@ def store_age(date: str | None, last_modified: datetime.datetime) -> float | Non
         return None
     try:
         now = email.utils.parsedate_to_datetime(date)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if now.tzinfo is None:
         now = now.replace(tzinfo=datetime.timezone.utc)
