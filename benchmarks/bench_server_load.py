@@ -21,8 +21,9 @@ the client's group's table.
 
 Printed per configuration: requests per second, p50 and p99 latency of all requests and p99
 of the describes alone (reads must not wait for appends stuck on a table lock), errors (any
-answer but 200, or a broken connection), and the load average before and after. The per-caller limits
-are raised for the run (every client comes from 127.0.0.1); the connection limit too.
+answer but 200, or a broken connection), and the load average before and after. The
+per-caller limits are raised for the run (every client comes from 127.0.0.1); the connection
+limit too.
 """
 
 from __future__ import annotations
