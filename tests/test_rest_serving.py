@@ -211,6 +211,29 @@ def test_changes_waiting_on_a_table_lock_leave_reads_their_threads(
     assert dataset.count_rows() == 4 * len(DATA)
 
 
+def test_every_operation_runs_on_the_pool_of_what_it_may_wait_on() -> None:
+    """Describes and listings on the catalog pool, scans of rows and statistics on their own,
+    everything that needs more than ``read`` on the changes pool; nothing unknown reads."""
+    from lance_metastore.rest.access import OPERATION_PRIVILEGES, Privilege
+    from lance_metastore.rest.offload import SCANS, Pools, WorkerPool
+    from lance_metastore.rest.operations import OPERATIONS
+
+    pools = Pools(catalog=WorkerPool(1), scans=WorkerPool(1), changes=WorkerPool(1))
+    kinds = {pools.catalog: "catalog", pools.scans: "scans", pools.changes: "changes"}
+    for operation in OPERATIONS:
+        kind = kinds[pools.of(operation.name)]
+        privilege = OPERATION_PRIVILEGES[operation.name].privilege
+        if privilege > Privilege.READ:
+            assert kind == "changes", operation.name
+        else:
+            assert kind == ("scans" if operation.name in SCANS else "catalog"), operation.name
+    assert {op.name for op in OPERATIONS} >= SCANS
+    assert kinds[pools.of("describe_table")] == "catalog"
+    assert kinds[pools.of("query_table")] == "scans"
+    assert kinds[pools.of("create_table_version")] == "changes"
+    assert kinds[pools.of("an_operation_of_a_later_spec")] == "changes"
+
+
 def test_json_bodies_have_their_own_limit(tmp_path: Path):
     """A JSON body over the JSON limit is 413/13 (by Content-Length, or as it streams), while
     an Arrow data body of the same size, under the body limit, goes through."""

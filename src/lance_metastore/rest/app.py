@@ -145,8 +145,8 @@ def create_app(
     ones (the body limit caps them too), ``max_decoded_bytes`` (default 4x the body limit)
     what an Arrow IPC data body may decode to (all 413, code 13). Parsing, the namespace call
     and encoding the answer run on worker threads, never on the event loop (``offload.py``):
-    at most ``worker_threads`` reads and as many changes at once. One client address may have
-    ``max_in_flight_per_client`` requests in progress, one principal
+    at most ``worker_threads`` metadata reads, as many scans and as many changes at once. One
+    client address may have ``max_in_flight_per_client`` requests in progress, one principal
     ``max_in_flight_per_principal`` (429, code 21, past them: see ``fairness.py``; connections
     per principal are the server's ``ClientLimits``). One audit line per request goes to
     ``audit_logger``
@@ -175,10 +175,14 @@ def create_app(
     if access.policy is not None and callable(police):
         police()
     document: dict[str, Any] = {}
-    # Reads and changes have a pool each: a change may wait on the catalog (a Hive table lock,
-    # a lost conditional write and its retry), and changes piling up on a busy table must not
-    # take the threads every describe and listing needs.
-    pools = Pools(reads=WorkerPool(worker_threads), changes=WorkerPool(worker_threads))
+    # Metadata reads, scans and changes have a pool each: a change may wait on the catalog (a
+    # Hive table lock, a lost conditional write and its retry), a scan may read for seconds,
+    # and neither may take the threads every describe and listing needs (see offload.py).
+    pools = Pools(
+        catalog=WorkerPool(worker_threads),
+        scans=WorkerPool(worker_threads),
+        changes=WorkerPool(worker_threads),
+    )
     max_json_bytes = min(max_json_bytes, max_body_bytes)
 
     async def health(request: Request) -> Response:
@@ -192,7 +196,7 @@ def create_app(
         return JSONResponse(document)
 
     metrics.install()
-    readiness = metrics.Readiness(namespace, pools.reads)
+    readiness = metrics.Readiness(namespace, pools.catalog)
     routes = [
         Route(HEALTH_PATH, health, methods=["GET"]),
         Route(READY_PATH, readiness.endpoint, methods=["GET"]),

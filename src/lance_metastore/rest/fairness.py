@@ -26,7 +26,7 @@ from .security import ASGIApp, Receive, Scope, Send, note, principal_of
 
 THROTTLED = 21
 DEFAULT_PER_ADDRESS_IN_FLIGHT = 64
-DEFAULT_PER_PRINCIPAL_IN_FLIGHT = 24  # of the default 32 worker threads: room for others
+DEFAULT_PER_PRINCIPAL_IN_FLIGHT = 24  # over all pools (32 threads each by default): room left
 RETRY_AFTER_SECONDS = 1
 # The scope key under which the connection layer puts the connection a request came on.
 CONNECTION_KEY = "lance_metastore.connection"

@@ -8,11 +8,12 @@ per step: each hop costs about 0.1 ms of scheduling, and the steps of one reques
 order anyway.
 
 The pool is bounded (``threads``): past it, requests wait for a thread, in arrival order, on
-the loop (which costs nothing while they wait). Reads and changes have a pool each
+the loop (which costs nothing while they wait). Metadata reads, scans and changes have a pool each
 (:class:`Pools`): a change may hold its thread while it waits on the catalog (a Hive Metastore
-table lock polled until the writer before it is done, a lost conditional write retried), and
-a burst of changes to one busy table would otherwise hold every thread while describes and
-listings, which wait on nothing, queued behind them. A thread holds the interpreter lock only while
+table lock polled until the writer before it is done, a lost conditional write retried), and a
+scan of a large table for seconds; a burst of either would otherwise hold every thread while
+describes and listings, which every client makes first and which wait on nothing, queued
+behind them. A thread holds the interpreter lock only while
 it runs Python; parsing in C (``json.loads``, pydantic's validator) holds it for the length of
 one call, which is why JSON bodies have their own, small limit (:data:`DEFAULT_MAX_JSON_BYTES`):
 the largest body it allows parses in a few milliseconds.
@@ -72,14 +73,35 @@ class WorkerPool:
         return 0 if self._limiter is None else int(self._limiter.statistics().tasks_waiting)
 
 
+# Reads that scan rows, statistics or the version history: seconds on a large table.
+SCANS = frozenset(
+    {
+        "query_table",
+        "count_table_rows",
+        "explain_table_query_plan",
+        "analyze_table_query_plan",
+        "get_table_stats",
+        "describe_table_index_stats",
+        "describe_transaction",
+    }
+)
+
+
 @dataclass(frozen=True)
 class Pools:
-    """The server's two pools: ``reads`` for operations that only read (the ``list`` and
-    ``read`` privileges), ``changes`` for every other (writes, creates, schema changes)."""
+    """The server's pools, by what a call may wait on: ``catalog`` for the metadata reads
+    every client makes before anything else (describes, listings, existence checks, the
+    versions, tags, branches and indexes of a table), ``scans`` for reads of rows and
+    statistics (:data:`SCANS`), ``changes`` for everything that needs more than the ``read``
+    privilege (writes, creates, schema changes), which may wait on the catalog's locks."""
 
-    reads: WorkerPool
+    catalog: WorkerPool
+    scans: WorkerPool
     changes: WorkerPool
 
     def of(self, operation: str) -> WorkerPool:
-        """The pool that runs ``operation`` (a spec operation's name)."""
-        return self.reads if reads_only(operation) else self.changes
+        """The pool that runs ``operation`` (a spec operation's name; one the privilege table
+        does not know counts as a change)."""
+        if not reads_only(operation):
+            return self.changes
+        return self.scans if operation in SCANS else self.catalog

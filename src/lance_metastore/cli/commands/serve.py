@@ -136,7 +136,7 @@ def serve_command(
             min=1,
             help=(
                 "Requests worked on at once (parsing, catalog calls), each on a thread: "
-                "N reads and N changes, each kind on threads of its own."
+                "N metadata reads, N scans and N changes, each kind on threads of its own."
             ),
         ),
     ] = 32,
