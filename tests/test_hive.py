@@ -33,6 +33,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
 from support.connections import our_connections_to, port_of
 from support.harness import foreign_hive_table
+from support.hive_locks import exclusive_table_lock
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 
@@ -618,15 +619,7 @@ def test_a_commit_waits_for_a_lock_another_client_holds(thrift_calls, hive_metas
         table_id = [db, "t"]
         lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="create")
         lance.write_dataset(DATA, namespace_client=ns, table_id=table_id, mode="append")
-        component = ttypes.LockComponent(
-            type=ttypes.LockType.EXCLUSIVE,
-            level=ttypes.LockLevel.TABLE,
-            dbname=db,
-            tablename="t",
-            operationType=ttypes.DataOperationType.NO_TXN,
-            isTransactional=False,
-        )
-        request = ttypes.LockRequest(component=[component], user="other", hostname="other")
+        request = exclusive_table_lock(db, "t")
         errors: list[BaseException] = []
 
         def append() -> None:

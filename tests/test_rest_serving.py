@@ -150,6 +150,7 @@ def test_changes_waiting_on_a_table_lock_leave_reads_their_threads(
     one shared pool the describes waited for the lock's timeout (30 s)."""
     from lance_namespace import connect
     from pymetastore.hive_metastore import ThriftHiveMetastore, ttypes
+    from support.hive_locks import exclusive_table_lock
     from support.waiting import wait_until
     from thrift.protocol import TBinaryProtocol
     from thrift.transport import TSocket, TTransport
@@ -165,15 +166,7 @@ def test_changes_waiting_on_a_table_lock_leave_reads_their_threads(
     transport = TTransport.TBufferedTransport(TSocket.TSocket(host, int(port)))
     transport.open()
     other = ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
-    component = ttypes.LockComponent(
-        type=ttypes.LockType.EXCLUSIVE,
-        level=ttypes.LockLevel.TABLE,
-        dbname=db,
-        tablename="t",
-        operationType=ttypes.DataOperationType.NO_TXN,
-        isTransactional=False,
-    )
-    held = other.lock(ttypes.LockRequest(component=[component], user="other", hostname="other"))
+    held = other.lock(exclusive_table_lock(db, "t"))
     assert held.state == ttypes.LockState.ACQUIRED
     errors: list[BaseException] = []
     try:
