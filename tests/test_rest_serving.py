@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import statistics
@@ -192,7 +193,12 @@ def test_changes_waiting_on_a_table_lock_leave_reads_their_threads(
                     assert http.post(f"/v1/table/{db}$t/describe", json={}).status_code == 200
                     assert http.get(f"/v1/namespace/{db}/table/list").status_code == 200
                 answered = time.monotonic() - started
+                exposition = http.get("/metrics").text
             assert changes.busy == 2  # the appends still wait
+            waiting = re.search(
+                r'^lance_rest_pool_calls\{pool="changes"\} (\S+)$', exposition, re.M
+            )
+            assert waiting is not None and float(waiting.group(1)) >= 2, exposition[-2000:]
             other.unlock(ttypes.UnlockRequest(lockid=held.lockid))
             for writer in writers:
                 writer.join(120)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hmac
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lance_namespace import ListNamespacesRequest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
@@ -36,7 +36,6 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from ..rules import observe
 from ..rules.extras import requires_extra
 from ..rules.loopback import is_loopback
-from .offload import WorkerPool
 from .security import ASGIApp, Message, Receive, Scope, Send, note, noted
 from .statuses import http_status
 
@@ -54,6 +53,9 @@ with requires_extra("server"):
     from prometheus_client import multiprocess as prometheus_multiprocess
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
+
+if TYPE_CHECKING:
+    from .offload import WorkerPool
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (
@@ -87,6 +89,12 @@ REQUEST_SECONDS = Histogram(
 )
 IN_FLIGHT = Gauge(
     "lance_rest_in_flight_requests", "Requests being worked on", multiprocess_mode="livesum"
+)
+POOL_CALLS = Gauge(
+    "lance_rest_pool_calls",
+    "Calls handed to a worker pool and not finished (running or waiting for a thread), by pool",
+    ["pool"],
+    multiprocess_mode="livesum",
 )
 OPEN_CONNECTIONS = Gauge(
     "lance_rest_open_connections", "Open client connections", multiprocess_mode="livesum"
