@@ -179,9 +179,9 @@ def create_app(
     # Hive table lock, a lost conditional write and its retry), a scan may read for seconds,
     # and neither may take the threads every describe and listing needs (see offload.py).
     pools = Pools(
-        catalog=WorkerPool(worker_threads, "catalog"),
-        scans=WorkerPool(worker_threads, "scans"),
-        changes=WorkerPool(worker_threads, "changes"),
+        catalog=WorkerPool(worker_threads, metrics.POOL_CALLS.labels("catalog")),
+        scans=WorkerPool(worker_threads, metrics.POOL_CALLS.labels("scans")),
+        changes=WorkerPool(worker_threads, metrics.POOL_CALLS.labels("changes")),
     )
     max_json_bytes = min(max_json_bytes, max_body_bytes)
 

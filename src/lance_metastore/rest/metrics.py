@@ -28,7 +28,7 @@ from __future__ import annotations
 import hmac
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_namespace import ListNamespacesRequest
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
@@ -36,6 +36,7 @@ from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from ..rules import observe
 from ..rules.extras import requires_extra
 from ..rules.loopback import is_loopback
+from .offload import WorkerPool
 from .security import ASGIApp, Message, Receive, Scope, Send, note, noted
 from .statuses import http_status
 
@@ -53,9 +54,6 @@ with requires_extra("server"):
     from prometheus_client import multiprocess as prometheus_multiprocess
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
-
-if TYPE_CHECKING:
-    from .offload import WorkerPool
 
 MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 LATENCY_BUCKETS = (

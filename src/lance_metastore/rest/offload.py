@@ -23,10 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..rules.extras import requires_extra
-from . import metrics
 from .access import reads_only
 
 with requires_extra("server"):
@@ -46,13 +45,13 @@ DEFAULT_MAX_JSON_BYTES = 1024 * 1024
 class WorkerPool:
     """At most ``threads`` blocking calls at once, each on a thread of anyio's pool."""
 
-    def __init__(self, threads: int = DEFAULT_WORKER_THREADS, name: str = "catalog") -> None:
+    def __init__(self, threads: int = DEFAULT_WORKER_THREADS, calls: Any = None) -> None:
+        """``calls``: a gauge (``inc``, ``dec``) of the calls handed over and not finished."""
         if threads <= 0:
             raise ValueError(f"threads must be positive, not {threads}")
         self.threads = threads
-        self.name = name
         self._limiter: anyio.CapacityLimiter | None = None
-        self._calls = metrics.POOL_CALLS.labels(name)  # running or waiting, for /metrics
+        self._calls = calls
 
     async def run(
         self, function: Callable[..., T], *args: object, abandon_on_cancel: bool = False
@@ -61,13 +60,15 @@ class WorkerPool:
         ``abandon_on_cancel``: a cancelled caller stops waiting (the thread runs on)."""
         if self._limiter is None:  # made on the loop that serves: anyio binds it there
             self._limiter = anyio.CapacityLimiter(self.threads)
-        self._calls.inc()
+        if self._calls is not None:
+            self._calls.inc()
         try:
             return await anyio.to_thread.run_sync(
                 function, *args, limiter=self._limiter, abandon_on_cancel=abandon_on_cancel
             )
         finally:
-            self._calls.dec()
+            if self._calls is not None:
+                self._calls.dec()
 
     @property
     def busy(self) -> int:
