@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from support.access_kit import (
 from support.examples import sized
 from support.harness import Harness
 from support.rest_namespaces import BareNamespace
+from support.serving import serve_cli
 
 from lance_metastore.rest import (
     OPERATIONS,
@@ -63,7 +63,6 @@ from lance_metastore.rest.auth import Authenticator, Headers, Principal
 from lance_metastore.rules.credentials import permission_to_vend
 
 AUDIT = "lance_metastore.rest.audit"
-SUPPORT = str(Path(__file__).parent / "support")
 
 # The contract: the least privilege each spec operation needs (each privilege includes the
 # ones before it: list < read < write < create < manage).
@@ -704,16 +703,6 @@ def test_a_yaml_policy_file(tmp_path: Path):
 # ---------------------------------------------------------------------------------------------
 # SIGHUP and --insecure through the CLI
 # ---------------------------------------------------------------------------------------------
-
-
-def serve_cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lance_metastore.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SUPPORT + os.pathsep + os.environ.get("PYTHONPATH", "")},
-    )
 
 
 def test_sighup_reloads_files_on_an_open_connection(tmp_path: Path):

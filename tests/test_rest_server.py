@@ -44,6 +44,7 @@ from lance_namespace import (
 from lance_namespace.errors import ErrorCode, LanceNamespaceError
 from support.cli_env import refused_in_process
 from support.rest_namespaces import BareNamespace, BrokenNamespace
+from support.serving import unreachable_glue
 
 from lance_metastore.rest import OPERATIONS, RestServer, create_app, http_status
 
@@ -556,19 +557,7 @@ def test_listening_socket_lets_asyncio_disable_nagle():
 
 
 def test_unreachable_catalog_is_503_code_17(tmp_path: Path):
-    import lance_metastore
-
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]  # nothing listens there once closed
-    namespace = lance_metastore.GlueNamespace(
-        region="us-east-1",
-        endpoint=f"http://127.0.0.1:{port}",
-        access_key_id="AKIAEXAMPLEEXAMPLE",
-        secret_access_key="never-shown-secret-value",
-        root=str(tmp_path),
-        max_retries="1",
-    )
+    namespace = unreachable_glue(tmp_path)
     with RestServer(namespace) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         response = http.post("/v1/namespace/sales/describe", json={})
         assert error_of(response) == (503, 17)

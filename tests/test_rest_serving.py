@@ -13,8 +13,6 @@ import re
 import signal
 import socket
 import statistics
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +29,7 @@ from lance_namespace import CreateNamespaceRequest
 from lance_namespace.errors import InvalidInputError
 from support.harness import Harness
 from support.hostile import SERVER_STACKS
+from support.serving import serve_cli, unreachable_glue
 
 from lance_metastore.rest import RestServer
 from lance_metastore.rest.arrow_bodies import arrow_body
@@ -457,24 +456,12 @@ def test_metrics_answer_loopback_or_the_metrics_token(tmp_path: Path):
 def test_ready_says_whether_the_catalog_answers(glue: Harness, tmp_path: Path):
     """/ready is 200 while the catalog answers and 503 when it cannot be reached, within its
     bound; /health stays 200: the process is alive either way."""
-    from lance_metastore import GlueNamespace
-
     with (
         RestServer(glue.connect()) as server,
         httpx.Client(base_url=server.url, timeout=30) as http,
     ):
         assert http.get("/ready").json() == {"status": "ready"}
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]  # nothing listens there once closed
-    unreachable = GlueNamespace(
-        region="us-east-1",
-        endpoint=f"http://127.0.0.1:{port}",
-        access_key_id="AKIAEXAMPLEEXAMPLE",
-        secret_access_key="never-shown-secret-value",
-        root=str(tmp_path),
-        max_retries="1",
-    )
+    unreachable = unreachable_glue(tmp_path)
     with RestServer(unreachable) as server, httpx.Client(base_url=server.url, timeout=30) as http:
         started = time.monotonic()
         answer = http.get("/ready")
@@ -738,18 +725,6 @@ def test_one_principal_over_its_connection_limit_is_429_while_others_are_served(
 # ---------------------------------------------------------------------------------------------
 # Many processes (item 3)
 # ---------------------------------------------------------------------------------------------
-
-SUPPORT = str(Path(__file__).parent / "support")
-
-
-def serve_cli(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "lance_metastore.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SUPPORT + os.pathsep + os.environ.get("PYTHONPATH", "")},
-    )
 
 
 def children_of(pid: int) -> list[int]:
